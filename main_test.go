@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ssfusion/ssfusion/trainer"
+)
+
+func flagsFor(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	cmd := newTrainCommand()
+	if err := cmd.Flags().Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Flags()
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "run.yaml")
+	yaml := "model: vgg11\nbatch-size: 16\nlr: 0.5\nmilestones: [10, 20]\ntimeout: 5s\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSF_BATCH_SIZE", "64")
+	t.Setenv("SSF_LR", "0.25")
+	cfg, err := loadConfig(flagsFor(t, "--config", file, "--lr", "0.125"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := trainer.Defaults()
+	want.Model = "vgg11" // file
+	want.BatchSize = 64  // environment over file
+	want.LR = 0.125      // flag over environment
+	want.Timeout = 5 * time.Second
+	if cfg.Model != want.Model || cfg.BatchSize != want.BatchSize || cfg.LR != want.LR || cfg.Timeout != want.Timeout {
+		t.Errorf("got model %s batch %d lr %g timeout %v; want %s %d %g %v",
+			cfg.Model, cfg.BatchSize, cfg.LR, cfg.Timeout, want.Model, want.BatchSize, want.LR, want.Timeout)
+	}
+	if len(cfg.Milestones) != 2 || cfg.Milestones[1] != 20 {
+		t.Errorf("milestones from the file: %v, want [10 20]", cfg.Milestones)
+	}
+	if cfg.Dataset != want.Dataset || cfg.Seed != want.Seed {
+		t.Errorf("defaults lost: dataset %q seed %d", cfg.Dataset, cfg.Seed)
+	}
+}
+
+func TestConfigRejectsUnknownKeys(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(file, []byte("modle: vgg11\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadConfig(flagsFor(t, "--config", file))
+	if err == nil || !strings.Contains(err.Error(), "modle") {
+		t.Fatalf("error %v, want one naming the unknown key modle", err)
+	}
+}
+
+func TestConfigMissingFile(t *testing.T) {
+	_, err := loadConfig(flagsFor(t, "--config", "/nonexistent/run.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/run.yaml") {
+		t.Fatalf("error %v, want one naming the file", err)
+	}
+}

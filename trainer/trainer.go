@@ -1,0 +1,300 @@
+// Package trainer owns the training loop: it builds the model and data of a Config, runs
+// forward and backward, hands every gradient to a gradient pipeline as backprop produces it,
+// applies SGD with the configured learning-rate schedule, evaluates on the test split and
+// writes summary.json and metrics.csv.
+//
+// The trainer knows gradient pipelines only through pipeline.Pipeline; which pipeline a name
+// means is decided by the caller (Options.NewPipeline).
+package trainer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"path/filepath"
+	"time"
+	"unsafe"
+
+	"github.com/ssfusion/ssfusion/nets"
+	"github.com/ssfusion/ssfusion/pipeline"
+)
+
+// Options are the parts of a run chosen by the caller rather than by the configuration.
+type Options struct {
+	// NewPipeline builds the gradient pipeline that Config.Pipeline names; nil means the
+	// local pass-through of a single process.
+	NewPipeline func(cfg *Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
+	// Logf prints a log line; nil discards logs.
+	Logf func(format string, args ...any)
+	// Progress, when set, receives a progress bar per epoch instead of periodic log lines.
+	Progress io.Writer
+	// Rank and World place this process in the job; World 0 means a single process.
+	Rank, World int
+}
+
+// DefaultOut is where a run writes when --out is not given: results/train/<run>/.
+func DefaultOut(cfg *Config) string {
+	name := fmt.Sprintf("%s-%s-%s-w%d-s%d", cfg.Model, cfg.Dataset, cfg.Pipeline, cfg.Workers, cfg.Seed)
+	return filepath.Join("results", "train", name)
+}
+
+// Run trains as cfg says and returns the summary it wrote. When training fails or ctx is
+// cancelled it still writes what was measured (marked incomplete) and returns the error.
+func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
+	cfg.Resolve()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	if cfg.Out == "" {
+		cfg.Out = DefaultOut(&cfg)
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if opts.World == 0 {
+		opts.World = 1
+	}
+	r, err := newRun(&cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	trainErr := r.train(ctx)
+	s := r.summarize(trainErr)
+	if err := writeOutputs(cfg.Out, s, r.rows); err != nil {
+		return s, errors.Join(trainErr, err)
+	}
+	opts.Logf("wrote %s", filepath.Join(cfg.Out, "summary.json"))
+	return s, trainErr
+}
+
+// run is the state of one training run.
+type run struct {
+	cfg    *Config
+	opts   Options
+	data   *data
+	model  nets.Model
+	params []nets.Param
+	pipe   pipeline.Pipeline
+	opt    *SGD
+	sched  Schedule
+
+	batch   nets.Batch
+	hookErr error
+	stats   stepStats
+	rows    []Row
+	start   time.Time
+	step    int
+	lastRes *Eval
+}
+
+func newRun(cfg *Config, opts Options) (*run, error) {
+	d, err := loadData(cfg, opts.Rank, opts.World)
+	if err != nil {
+		return nil, err
+	}
+	spec := d.spec
+	spec.Arch, spec.BatchSize, spec.Seed, spec.WidthMult = cfg.Model, cfg.BatchSize, cfg.Seed, cfg.Width
+	spec.SeqLen, spec.HSize, spec.Layers, spec.Dropout = cfg.SeqLen, cfg.Hidden, cfg.Layers, cfg.Dropout
+	model, err := nets.New(spec)
+	if err != nil {
+		return nil, fmt.Errorf("building %s: %w", cfg.Model, err)
+	}
+	r := &run{cfg: cfg, opts: opts, data: d, model: model, params: model.Params()}
+	tensors := make([]pipeline.Tensor, len(r.params))
+	for i, p := range r.params {
+		tensors[i] = pipeline.Tensor{ID: i, Name: p.Name, Grad: p.Grad}
+	}
+	if opts.NewPipeline == nil {
+		r.pipe = pipeline.NewLocal(tensors)
+	} else if r.pipe, err = opts.NewPipeline(cfg, tensors); err != nil {
+		model.Close()
+		return nil, fmt.Errorf("building pipeline %s: %w", cfg.Pipeline, err)
+	}
+	model.SetHook(func(id int, grad []float32) {
+		if err := r.pipe.Push(id, grad); err != nil && r.hookErr == nil {
+			r.hookErr = err
+		}
+	})
+	r.opt = NewSGD(r.params, cfg.Momentum, cfg.Nesterov, cfg.WeightDecay)
+	perEpoch := d.train.StepsPerEpoch()
+	r.sched = Schedule{
+		Base: cfg.LR, Kind: cfg.Schedule, Milestones: cfg.Milestones, Gamma: cfg.Gamma,
+		WarmupSteps: int(math.Round(cfg.WarmupEpochs * float64(perEpoch))), StepsPerEpoch: perEpoch,
+		TotalSteps: r.totalSteps(),
+	}
+	return r, nil
+}
+
+func (r *run) close() {
+	r.pipe.Close()
+	r.model.Close()
+}
+
+// totalSteps is when training stops: after --max-steps, after --epochs, whichever comes first;
+// one epoch when neither is given.
+func (r *run) totalSteps() int {
+	perEpoch := r.data.train.StepsPerEpoch()
+	switch {
+	case r.cfg.Epochs > 0 && r.cfg.MaxSteps > 0:
+		return min(r.cfg.MaxSteps, r.cfg.Epochs*perEpoch)
+	case r.cfg.MaxSteps > 0:
+		return r.cfg.MaxSteps
+	case r.cfg.Epochs > 0:
+		return r.cfg.Epochs * perEpoch
+	}
+	return perEpoch
+}
+
+func (r *run) train(ctx context.Context) error {
+	total, perEpoch := r.totalSteps(), r.data.train.StepsPerEpoch()
+	r.opts.Logf("training %s on %s: %d parameters in %d tensors, %d steps (%d per epoch), pipeline %s",
+		r.cfg.Model, r.cfg.Dataset, r.numParams(), len(r.params), total, perEpoch, r.cfg.Pipeline)
+	r.start = time.Now()
+	for epoch := 0; r.step < total; epoch++ {
+		r.data.train.StartEpoch(epoch)
+		if rec, ok := r.model.(nets.Recurrent); ok {
+			rec.ResetState()
+		}
+		bar := newProgress(r.opts, r.cfg.LogEvery, epoch, min(perEpoch, total-r.step))
+		for r.step < total && r.data.train.Next(&r.batch) {
+			if err := ctx.Err(); err != nil {
+				bar.finish()
+				return fmt.Errorf("interrupted at step %d: %w", r.step, err)
+			}
+			row, err := r.trainStep(epoch)
+			if err != nil {
+				bar.finish()
+				return fmt.Errorf("step %d (epoch %d): %w", r.step, epoch, err)
+			}
+			r.rows = append(r.rows, row)
+			r.step++
+			bar.update(row, r.data.train.SamplesPerBatch())
+			if r.cfg.EvalEvery > 0 && r.step%r.cfg.EvalEvery == 0 && r.step < total {
+				if err := r.evaluate(); err != nil {
+					bar.finish()
+					return err
+				}
+			}
+		}
+		bar.finish()
+		if r.cfg.EvalEvery == 0 && r.step < total {
+			if err := r.evaluate(); err != nil {
+				return err
+			}
+		}
+	}
+	return r.evaluate()
+}
+
+func (r *run) trainStep(epoch int) (Row, error) {
+	ZeroGrad(r.params)
+	start := time.Now()
+	res, err := r.model.TrainStep(&r.batch)
+	if err == nil {
+		err, r.hookErr = r.hookErr, nil
+	}
+	if err != nil {
+		return Row{}, err
+	}
+	compute := time.Since(start)
+	if err := r.pipe.Wait(); err != nil {
+		return Row{}, fmt.Errorf("synchronising gradients: %w", err)
+	}
+	norm, err := ClipGradNorm(r.params, r.cfg.ClipNorm)
+	if err != nil {
+		return Row{}, err
+	}
+	lr := r.sched.LR(r.step)
+	r.opt.Step(r.params, lr)
+	m := r.pipe.Metrics()
+	row := Row{
+		Kind: "train", Step: r.step, Epoch: r.epochsDone(1), WallS: time.Since(r.start).Seconds(),
+		LR: lr, Loss: res.Loss, GradNorm: norm, Samples: r.data.train.SamplesPerBatch(),
+		StepMS: StepMS{Total: ms(time.Since(start)), Compute: ms(compute), Sparsify: ms(m.Sparsify), Comm: ms(m.Comm), Wait: ms(m.Wait)},
+		Bytes:  m.BytesSent,
+	}
+	if m.HasDensity {
+		d, missing := m.DensityAchieved, m.TensorsMissing
+		row.Density, row.Missing = &d, &missing
+	}
+	r.stats.add(row, m)
+	return row, nil
+}
+
+// epochsDone counts epochs after extra more steps.
+func (r *run) epochsDone(extra int) float64 {
+	return float64(r.step+extra) / float64(r.data.train.StepsPerEpoch())
+}
+
+func (r *run) evaluate() error {
+	ev, err := evaluate(r.model, r.data.test, r.cfg.IsLanguageModel())
+	if err != nil {
+		return fmt.Errorf("evaluating after step %d: %w", r.step, err)
+	}
+	step := r.step
+	ev.Step = &step
+	r.lastRes = ev
+	r.rows = append(r.rows, Row{Kind: "eval", Step: r.step, Epoch: r.epochsDone(0), WallS: time.Since(r.start).Seconds(),
+		Samples: ev.Samples, EvalAcc: ev.Accuracy, EvalLoss: ev.Loss, EvalPPL: ev.Perplexity})
+	msg := fmt.Sprintf("eval after step %d: loss %.4f", r.step, *ev.Loss)
+	if ev.Perplexity != nil {
+		msg += fmt.Sprintf(", perplexity %.2f", *ev.Perplexity)
+	}
+	r.opts.Logf("%s, accuracy %.2f%% on %d samples", msg, 100**ev.Accuracy, ev.Samples)
+	return nil
+}
+
+// evaluate runs the whole test source in eval mode.
+func evaluate(model nets.Model, src source, lm bool) (*Eval, error) {
+	if rec, ok := model.(nets.Recurrent); ok {
+		rec.ResetEvalState()
+	}
+	src.StartEpoch(0)
+	var b nets.Batch
+	var lossSum float64
+	var correct, count int
+	for src.Next(&b) {
+		res, err := model.Evaluate(&b)
+		if err != nil {
+			return nil, err
+		}
+		lossSum += res.Loss * float64(res.Count)
+		correct += res.Correct
+		count += res.Count
+	}
+	if count == 0 {
+		return nil, errors.New("the test split yielded no samples")
+	}
+	loss, acc := lossSum/float64(count), float64(correct)/float64(count)
+	ev := &Eval{Samples: count, Loss: &loss, Accuracy: &acc}
+	if lm {
+		ppl := math.Exp(loss)
+		ev.Perplexity = &ppl
+	}
+	return ev, nil
+}
+
+func (r *run) numParams() int {
+	n := 0
+	for _, p := range r.params {
+		n += p.Numel()
+	}
+	return n
+}
+
+// checksum hashes the bytes of every parameter: equal on all ranks when they agree bit for bit.
+func checksum(params []nets.Param) string {
+	h := fnv.New64a()
+	for _, p := range params {
+		if len(p.Value) > 0 {
+			h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&p.Value[0])), 4*len(p.Value)))
+		}
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

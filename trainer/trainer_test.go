@@ -1,0 +1,181 @@
+package trainer
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// quick returns a configuration for a short run writing into a temporary folder.
+func quick(t *testing.T, model, dataset string, steps int) Config {
+	t.Helper()
+	cfg := Defaults()
+	cfg.Model, cfg.Dataset, cfg.MaxSteps = model, dataset, steps
+	cfg.EvalSamples, cfg.LogEvery = 512, 0
+	cfg.Out = t.TempDir()
+	return cfg
+}
+
+func TestLossFalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains for 100 steps")
+	}
+	for _, tc := range []struct {
+		model, dataset string
+		width, lr      float64
+		minAccuracy    float64
+	}{
+		{"mlp", "mnist", 1, 0.05, 0.8},
+		// BatchNorm's running statistics lag the fast-moving weights this early, so eval
+		// accuracy trails training accuracy; the bar only proves eval sees what was learnt.
+		{"resnet8", "mnist", 0.5, 0.1, 0.3},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			cfg := quick(t, tc.model, tc.dataset, 100)
+			cfg.Width, cfg.LR = tc.width, tc.lr
+			s, err := Run(context.Background(), cfg, Options{Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *s.FinalLoss > 0.5**s.InitialLoss {
+				t.Errorf("loss fell from %.3f only to %.3f in 100 steps", *s.InitialLoss, *s.FinalLoss)
+			}
+			if *s.Eval.Accuracy < tc.minAccuracy {
+				t.Errorf("test accuracy %.3f after 100 steps, want at least %.2f", *s.Eval.Accuracy, tc.minAccuracy)
+			}
+		})
+	}
+}
+
+func TestLanguageModelLossFalls(t *testing.T) {
+	cfg := quick(t, "lstm", "synthetic-text", 150)
+	cfg.Hidden, cfg.SeqLen, cfg.BatchSize, cfg.Layers = 32, 10, 8, 1
+	s, err := Run(context.Background(), cfg, Options{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *s.FinalLoss > 0.6**s.InitialLoss {
+		t.Errorf("loss fell from %.3f only to %.3f", *s.InitialLoss, *s.FinalLoss)
+	}
+	// Uniform guessing over the 200 words has perplexity 200.
+	if s.Eval.Perplexity == nil || *s.Eval.Perplexity >= 40 {
+		t.Errorf("perplexity %v, want below 40", s.Eval.Perplexity)
+	}
+}
+
+func TestRunWritesSummaryAndMetrics(t *testing.T) {
+	cfg := quick(t, "mlp", "synthetic", 7)
+	cfg.EvalEvery = 3
+	s, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(cfg.Out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
+	for _, key := range []string{"config", "pipeline", "model", "dataset", "workers", "steps", "epochs",
+		"initial_loss", "final_loss", "eval", "throughput", "traffic", "sparsity", "consistency"} {
+		if _, ok := got[key]; !ok {
+			t.Errorf("summary.json lacks %q", key)
+		}
+	}
+	if s.Steps != 7 || !s.Complete || got["steps"].(float64) != 7 {
+		t.Errorf("summary says %d steps, complete %v; want 7, true", s.Steps, s.Complete)
+	}
+	if s.Config.LR != 0.1 || s.Config.Momentum != 0.9 {
+		t.Errorf("summary holds the unresolved config: lr %g momentum %g", s.Config.LR, s.Config.Momentum)
+	}
+	f, err := os.Open(filepath.Join(cfg.Out, "metrics.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	records, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var train, eval int
+	for _, r := range records[1:] {
+		switch r[0] {
+		case "train":
+			train++
+		case "eval":
+			eval++
+		}
+	}
+	// Evaluations after steps 3 and 6, and the final one after step 7.
+	if train != 7 || eval != 3 {
+		t.Errorf("metrics.csv has %d train and %d eval rows, want 7 and 3", train, eval)
+	}
+}
+
+func TestSameSeedSameTraining(t *testing.T) {
+	var sums []string
+	for range 2 {
+		cfg := quick(t, "mlp", "synthetic", 5)
+		s, err := Run(context.Background(), cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, s.Consistency.ParamChecksum)
+	}
+	if sums[0] != sums[1] {
+		t.Fatalf("two runs with the same seed end with different parameters: %v", sums)
+	}
+}
+
+func TestBadInputIsAClearError(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Config)
+		wants []string
+	}{
+		{"missing cifar folder", func(c *Config) { c.Dataset, c.DataDir = "cifar10", "/nonexistent" }, []string{"/nonexistent", "cifar"}},
+		{"cifar without folder", func(c *Config) { c.Dataset = "cifar10" }, []string{"--data-dir", "https://www.cs.toronto.edu/~kriz/cifar.html"}},
+		{"unknown dataset", func(c *Config) { c.Dataset = "imagenet" }, []string{"imagenet", "cifar10"}},
+		{"text model on images", func(c *Config) { c.Model = "lstm" }, []string{"lstm", "text"}},
+		{"unknown model", func(c *Config) { c.Model = "alexnet" }, []string{"alexnet"}},
+		{"bad batch", func(c *Config) { c.BatchSize = 0 }, []string{"batch-size"}},
+		{"bad schedule", func(c *Config) { c.Schedule = "linear" }, []string{"schedule"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := quick(t, "mlp", "synthetic", 1)
+			tc.edit(&cfg)
+			_, err := Run(context.Background(), cfg, Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestInterruptedRunKeepsWhatItMeasured(t *testing.T) {
+	cfg := quick(t, "mlp", "synthetic", 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s, err := Run(ctx, cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("error %v, want an interruption", err)
+	}
+	raw, rerr := os.ReadFile(filepath.Join(cfg.Out, "summary.json"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if s.Complete || !strings.Contains(string(raw), `"complete": false`) {
+		t.Fatalf("an interrupted run is not marked incomplete:\n%s", raw)
+	}
+}
