@@ -75,7 +75,7 @@ func Defaults() Config {
 		Momentum:        -1,
 		WeightDecay:     -1,
 		ClipNorm:        -1,
-		Schedule:        "step",
+		Schedule:        "cosine",
 		Gamma:           0.1,
 		LogEvery:        50,
 		Width:           1,

@@ -29,10 +29,10 @@ func TestLossFalls(t *testing.T) {
 		width, lr      float64
 		minAccuracy    float64
 	}{
-		{"mlp", "mnist", 1, 0.05, 0.8},
+		{"mlp", "mnist", 1, 0.05, 0.85},
 		// BatchNorm's running statistics lag the fast-moving weights this early, so eval
-		// accuracy trails training accuracy; the bar only proves eval sees what was learnt.
-		{"resnet8", "mnist", 0.5, 0.1, 0.3},
+		// accuracy trails training accuracy.
+		{"resnet8", "mnist", 0.5, 0.1, 0.6},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			cfg := quick(t, tc.model, tc.dataset, 100)
