@@ -2,27 +2,30 @@ package main
 
 import (
 	"fmt"
-	"log"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-	"golang.org/x/term"
-
+	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
 // pipelines maps --pipeline names to constructors. A new pipeline registers here; the trainer
-// knows only the pipeline.Pipeline interface.
-var pipelines = map[string]func(*trainer.Config, []pipeline.Tensor) (pipeline.Pipeline, error){
-	"dense": func(cfg *trainer.Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return pipeline.NewLocal(tensors), nil
+// knows only the pipeline.Pipeline interface. comm is nil in a single process.
+var pipelines = map[string]func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error){
+	"dense": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		if comm == nil || comm.Size() == 1 {
+			return pipeline.NewLocal(tensors), nil
+		}
+		return baselines.NewDense(comm, tensors, fusionBytes(cfg))
 	},
 }
+
+func fusionBytes(cfg *trainer.Config) int { return int(cfg.FusionMB * (1 << 20)) }
 
 func newTrainCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -43,20 +46,10 @@ Flags win over the environment, the environment over the file.`,
 		if err != nil {
 			return err
 		}
-		build, ok := pipelines[cfg.Pipeline]
-		if !ok {
+		if _, ok := pipelines[cfg.Pipeline]; !ok {
 			return fmt.Errorf("unknown pipeline %q (available: %s)", cfg.Pipeline, strings.Join(sortedKeys(pipelines), ", "))
 		}
-		if cfg.Workers != 1 {
-			return fmt.Errorf("--workers %d: this version trains in a single process only; use --workers 1", cfg.Workers)
-		}
-		logger := log.New(os.Stderr, "", log.LstdFlags)
-		opts := trainer.Options{NewPipeline: build, Logf: logger.Printf}
-		if term.IsTerminal(int(os.Stderr.Fd())) {
-			opts.Progress = os.Stderr
-		}
-		_, err = trainer.Run(cmd.Context(), cfg, opts)
-		return err
+		return train(cmd.Context(), cfg)
 	}
 	return cmd
 }

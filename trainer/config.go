@@ -201,3 +201,25 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		Timeout string `json:"timeout"`
 	}{plain(c), c.Timeout.String()})
 }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	type plain Config
+	var aux struct {
+		*plain
+		Timeout string `json:"timeout"`
+	}
+	aux.plain = (*plain)(c)
+	if err := json.Unmarshal(data, &aux); err != nil {
+		return err
+	}
+	if aux.Timeout == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(aux.Timeout)
+	if err != nil {
+		return fmt.Errorf("timeout %q: %w", aux.Timeout, err)
+	}
+	c.Timeout = d
+	return nil
+}

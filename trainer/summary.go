@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/ssfusion/ssfusion/pipeline"
@@ -60,7 +61,7 @@ func (r *run) summarize(trainErr error) *Summary {
 	st := &r.stats
 	s := &Summary{
 		Config: *r.cfg, Pipeline: r.cfg.Pipeline, Model: r.cfg.Model, Dataset: r.cfg.Dataset,
-		Workers: r.opts.World, Parameters: r.numParams(), Steps: r.step, Epochs: r.epochsDone(0),
+		Workers: r.world, Parameters: r.numParams(), Steps: r.step, Epochs: r.epochsDone(0),
 		WallSeconds: time.Since(r.start).Seconds(), Complete: trainErr == nil,
 	}
 	if trainErr != nil {
@@ -94,6 +95,10 @@ func (r *run) summarize(trainErr error) *Summary {
 		achieved, missing := st.densitySum/float64(st.densitySeen), st.missingSum/float64(st.densitySeen)
 		s.Sparsity.DensityTarget, s.Sparsity.DensityAchieved, s.Sparsity.TensorsMissingPerStep = &target, &achieved, &missing
 	}
-	s.Consistency.ParamChecksum = checksum(r.params)
+	s.Consistency.ParamChecksum = fmt.Sprintf("%016x", checksum(r.params))
+	if r.checks.checks > 0 {
+		equal := r.checks.equal
+		s.Consistency.ParamChecksumEqual = &equal
+	}
 	return s
 }

@@ -11,13 +11,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"path/filepath"
 	"time"
-	"unsafe"
 
+	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
@@ -31,8 +30,10 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Progress, when set, receives a progress bar per epoch instead of periodic log lines.
 	Progress io.Writer
-	// Rank and World place this process in the job; World 0 means a single process.
-	Rank, World int
+	// Comm connects the ranks of a data-parallel job; nil means a single process. The
+	// trainer broadcasts rank 0's initial parameters, averages evaluations, compares parameter
+	// checksums every Config.CheckEvery steps, and lets only rank 0 write outputs.
+	Comm dist.Communicator
 }
 
 // DefaultOut is where a run writes when --out is not given: results/train/<run>/.
@@ -54,9 +55,6 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	if opts.World == 0 {
-		opts.World = 1
-	}
 	r, err := newRun(&cfg, opts)
 	if err != nil {
 		return nil, err
@@ -64,6 +62,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 	defer r.close()
 	trainErr := r.train(ctx)
 	s := r.summarize(trainErr)
+	if r.rank != 0 {
+		return s, trainErr
+	}
 	if err := writeOutputs(cfg.Out, s, r.rows); err != nil {
 		return s, errors.Join(trainErr, err)
 	}
@@ -78,6 +79,9 @@ type run struct {
 	data   *data
 	model  nets.Model
 	params []nets.Param
+	comm   dist.Communicator // nil in a single process
+	rank   int
+	world  int
 	pipe   pipeline.Pipeline
 	opt    *SGD
 	sched  Schedule
@@ -85,6 +89,7 @@ type run struct {
 	batch   nets.Batch
 	hookErr error
 	stats   stepStats
+	checks  consistency
 	rows    []Row
 	start   time.Time
 	step    int
@@ -92,7 +97,11 @@ type run struct {
 }
 
 func newRun(cfg *Config, opts Options) (*run, error) {
-	d, err := loadData(cfg, opts.Rank, opts.World)
+	rank, world := 0, 1
+	if opts.Comm != nil {
+		rank, world = opts.Comm.Rank(), opts.Comm.Size()
+	}
+	d, err := loadData(cfg, rank, world)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +112,7 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building %s: %w", cfg.Model, err)
 	}
-	r := &run{cfg: cfg, opts: opts, data: d, model: model, params: model.Params()}
+	r := &run{cfg: cfg, opts: opts, data: d, model: model, params: model.Params(), comm: opts.Comm, rank: rank, world: world}
 	tensors := make([]pipeline.Tensor, len(r.params))
 	for i, p := range r.params {
 		tensors[i] = pipeline.Tensor{ID: i, Name: p.Name, Grad: p.Grad}
@@ -153,6 +162,9 @@ func (r *run) train(ctx context.Context) error {
 	total, perEpoch := r.totalSteps(), r.data.train.StepsPerEpoch()
 	r.opts.Logf("training %s on %s: %d parameters in %d tensors, %d steps (%d per epoch), pipeline %s",
 		r.cfg.Model, r.cfg.Dataset, r.numParams(), len(r.params), total, perEpoch, r.cfg.Pipeline)
+	if err := r.broadcastInitial(); err != nil {
+		return err
+	}
 	r.start = time.Now()
 	for epoch := 0; r.step < total; epoch++ {
 		r.data.train.StartEpoch(epoch)
@@ -172,7 +184,11 @@ func (r *run) train(ctx context.Context) error {
 			}
 			r.rows = append(r.rows, row)
 			r.step++
-			bar.update(row, r.data.train.SamplesPerBatch())
+			bar.update(row, r.samplesPerStep())
+			if err := r.checkConsistency(r.step == total); err != nil {
+				bar.finish()
+				return err
+			}
 			if r.cfg.EvalEvery > 0 && r.step%r.cfg.EvalEvery == 0 && r.step < total {
 				if err := r.evaluate(); err != nil {
 					bar.finish()
@@ -213,7 +229,7 @@ func (r *run) trainStep(epoch int) (Row, error) {
 	m := r.pipe.Metrics()
 	row := Row{
 		Kind: "train", Step: r.step, Epoch: r.epochsDone(1), WallS: time.Since(r.start).Seconds(),
-		LR: lr, Loss: res.Loss, GradNorm: norm, Samples: r.data.train.SamplesPerBatch(),
+		LR: lr, Loss: res.Loss, GradNorm: norm, Samples: r.samplesPerStep(),
 		StepMS: StepMS{Total: ms(time.Since(start)), Compute: ms(compute), Sparsify: ms(m.Sparsify), Comm: ms(m.Comm), Wait: ms(m.Wait)},
 		Bytes:  m.BytesSent,
 	}
@@ -231,7 +247,10 @@ func (r *run) epochsDone(extra int) float64 {
 }
 
 func (r *run) evaluate() error {
-	ev, err := evaluate(r.model, r.data.test, r.cfg.IsLanguageModel())
+	if err := r.broadcastBuffers(); err != nil {
+		return err
+	}
+	ev, err := r.evaluateAll()
 	if err != nil {
 		return fmt.Errorf("evaluating after step %d: %w", r.step, err)
 	}
@@ -248,34 +267,48 @@ func (r *run) evaluate() error {
 	return nil
 }
 
+// evaluateAll evaluates every rank's shard of the test split and combines the results.
+func (r *run) evaluateAll() (*Eval, error) {
+	t, err := evaluate(r.model, r.data.test)
+	if err != nil {
+		return nil, err
+	}
+	if t, err = r.sumTallies(t); err != nil {
+		return nil, err
+	}
+	if t.count == 0 {
+		return nil, errors.New("the test split yielded no samples")
+	}
+	loss, acc := t.lossSum/t.count, t.correct/t.count
+	ev := &Eval{Samples: int(t.count), Loss: &loss, Accuracy: &acc}
+	if r.cfg.IsLanguageModel() {
+		ppl := math.Exp(loss)
+		ev.Perplexity = &ppl
+	}
+	return ev, nil
+}
+
+// tally sums what evaluation measured over batches.
+type tally struct{ lossSum, correct, count float64 }
+
 // evaluate runs the whole test source in eval mode.
-func evaluate(model nets.Model, src source, lm bool) (*Eval, error) {
+func evaluate(model nets.Model, src source) (tally, error) {
 	if rec, ok := model.(nets.Recurrent); ok {
 		rec.ResetEvalState()
 	}
 	src.StartEpoch(0)
 	var b nets.Batch
-	var lossSum float64
-	var correct, count int
+	var t tally
 	for src.Next(&b) {
 		res, err := model.Evaluate(&b)
 		if err != nil {
-			return nil, err
+			return tally{}, err
 		}
-		lossSum += res.Loss * float64(res.Count)
-		correct += res.Correct
-		count += res.Count
+		t.lossSum += res.Loss * float64(res.Count)
+		t.correct += float64(res.Correct)
+		t.count += float64(res.Count)
 	}
-	if count == 0 {
-		return nil, errors.New("the test split yielded no samples")
-	}
-	loss, acc := lossSum/float64(count), float64(correct)/float64(count)
-	ev := &Eval{Samples: count, Loss: &loss, Accuracy: &acc}
-	if lm {
-		ppl := math.Exp(loss)
-		ev.Perplexity = &ppl
-	}
-	return ev, nil
+	return t, nil
 }
 
 func (r *run) numParams() int {
@@ -286,15 +319,7 @@ func (r *run) numParams() int {
 	return n
 }
 
-// checksum hashes the bytes of every parameter: equal on all ranks when they agree bit for bit.
-func checksum(params []nets.Param) string {
-	h := fnv.New64a()
-	for _, p := range params {
-		if len(p.Value) > 0 {
-			h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&p.Value[0])), 4*len(p.Value)))
-		}
-	}
-	return fmt.Sprintf("%016x", h.Sum64())
-}
+// samplesPerStep counts the samples of one step over all ranks.
+func (r *run) samplesPerStep() int { return r.world * r.data.train.SamplesPerBatch() }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

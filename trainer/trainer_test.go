@@ -179,3 +179,22 @@ func TestInterruptedRunKeepsWhatItMeasured(t *testing.T) {
 		t.Fatalf("an interrupted run is not marked incomplete:\n%s", raw)
 	}
 }
+
+func TestConfigJSONRoundTrip(t *testing.T) {
+	cfg := Defaults()
+	cfg.Milestones = []float64{1, 2}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"timeout":"1m0s"`) {
+		t.Errorf("timeout not written as a duration: %s", raw)
+	}
+	var back Config
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Timeout != cfg.Timeout || back.Model != cfg.Model || len(back.Milestones) != 2 {
+		t.Errorf("round trip changed the config: %+v", back)
+	}
+}

@@ -1,0 +1,180 @@
+package baselines
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+)
+
+// rankGrads returns the gradients rank r produces in step s for tensors of the given sizes.
+func rankGrads(sizes []int, r, s int) [][]float32 {
+	rng := rand.New(rand.NewPCG(uint64(r), uint64(s)))
+	out := make([][]float32, len(sizes))
+	for i, n := range sizes {
+		out[i] = make([]float32, n)
+		for j := range out[i] {
+			out[i][j] = float32(rng.NormFloat64())
+		}
+	}
+	return out
+}
+
+func newTensors(sizes []int) []pipeline.Tensor {
+	ts := make([]pipeline.Tensor, len(sizes))
+	for i, n := range sizes {
+		ts[i] = pipeline.Tensor{ID: i, Name: "t" + string(rune('a'+i)), Grad: make([]float32, n)}
+	}
+	return ts
+}
+
+func TestDenseAveragesAcrossRanks(t *testing.T) {
+	sizes := []int{5, 1, 1009, 64, 0, 300}
+	order := []int{5, 3, 4, 2, 1, 0} // backprop order: last layer first
+	for _, tc := range []struct {
+		name      string
+		ranks     int
+		threshold int
+	}{
+		{"one rank", 1, 1 << 20},
+		{"two ranks one buffer", 2, 1 << 20},
+		{"three ranks small buffers", 3, 4 * 100},
+		{"four ranks buffer per tensor", 4, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms := dist.NewInProc(tc.ranks)
+			results := make([][][][]float32, tc.ranks) // rank, step, tensor
+			var wg sync.WaitGroup
+			errs := make([]error, tc.ranks)
+			for r := range tc.ranks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer comms[r].Close()
+					errs[r] = runDense(comms[r], sizes, order, tc.threshold, 3, &results[r])
+				}()
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			for s := range 3 {
+				for i, n := range sizes {
+					for j := range n {
+						var sum float64
+						for r := range tc.ranks {
+							sum += float64(rankGrads(sizes, r, s)[i][j])
+						}
+						want := sum / float64(tc.ranks)
+						got := results[0][s][i][j]
+						if d := float64(got) - want; d > 1e-5 || d < -1e-5 {
+							t.Fatalf("step %d tensor %d[%d] = %v, want %v", s, i, j, got, want)
+						}
+						for r := 1; r < tc.ranks; r++ {
+							if results[r][s][i][j] != got {
+								t.Fatalf("step %d tensor %d[%d]: rank %d has %v, rank 0 %v", s, i, j, r, results[r][s][i][j], got)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// runDense drives a Dense pipeline through steps as a trainer would and keeps each step's
+// averaged gradients.
+func runDense(comm dist.Communicator, sizes, order []int, threshold, steps int, out *[][][]float32) error {
+	tensors := newTensors(sizes)
+	d, err := NewDense(comm, tensors, threshold)
+	if err != nil {
+		return err
+	}
+	for s := range steps {
+		grads := rankGrads(sizes, comm.Rank(), s)
+		for _, id := range order {
+			copy(tensors[id].Grad, grads[id])
+			if err := d.Push(id, grads[id]); err != nil {
+				return err
+			}
+		}
+		if err := d.Wait(); err != nil {
+			return err
+		}
+		step := make([][]float32, len(sizes))
+		for i, tsr := range tensors {
+			step[i] = append([]float32(nil), tsr.Grad...)
+		}
+		*out = append(*out, step)
+	}
+	return nil
+}
+
+func TestDenseStartsAllreduceDuringBackward(t *testing.T) {
+	sizes := []int{100, 100, 100}
+	comms := dist.NewInProc(2)
+	var wg sync.WaitGroup
+	issuedBeforeLastPush := make([]int, 2)
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer comms[r].Close()
+			tensors := newTensors(sizes)
+			d, err := NewDense(comms[r], tensors, 4*100) // a buffer per tensor
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for s := range 2 {
+				for i, id := range []int{2, 1, 0} {
+					if i == 2 && s == 1 {
+						issuedBeforeLastPush[r] = d.issued
+					}
+					if err := d.Push(id, tensors[id].Grad); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if err := d.Wait(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			if m := d.Metrics(); m.BytesSent == 0 || m.DenseBytes != pipeline.RingAllReduceBytes(300, 2) {
+				t.Errorf("rank %d metrics: %+v", r, m)
+			}
+		}()
+	}
+	wg.Wait()
+	for r, n := range issuedBeforeLastPush {
+		if n != 2 {
+			t.Errorf("rank %d: %d allreduces started before the last gradient arrived, want 2", r, n)
+		}
+	}
+}
+
+func TestDenseRejectsBadPushes(t *testing.T) {
+	comms := dist.NewInProc(1)
+	defer comms[0].Close()
+	d, err := NewDense(comms[0], newTensors([]int{2, 3}), 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Push(0, make([]float32, 3)); err == nil {
+		t.Error("a gradient of the wrong size was accepted")
+	}
+	if err := d.Push(0, make([]float32, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(); err == nil {
+		t.Error("a step without tensor 1 was accepted")
+	}
+	if _, err := NewDense(comms[0], nil, 0); err == nil {
+		t.Error("a zero threshold was accepted")
+	}
+}

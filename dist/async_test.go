@@ -1,0 +1,166 @@
+package dist
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestAsyncInFlight issues many collectives of every kind before waiting for any, and
+// waits for them in an order of its own: all must complete with the right results.
+func TestAsyncInFlight(t *testing.T) {
+	checkGoroutines(t)
+	for _, be := range backends {
+		for _, P := range []int{2, 3, 4} {
+			t.Run(fmt.Sprintf("%s/P=%d", be.name, P), func(t *testing.T) {
+				comms := be.start(t, P, WithSegmentSize(4096))
+				sizes := []int{1, 1009, 40000, 0, 70000, 7}
+				noErrors(t, runRanks(t, comms, 30*time.Second, func(r int, c Communicator) error {
+					bufs := make([][]float32, len(sizes))
+					reduces := make([]Handle, len(sizes))
+					gathers := make([]GatherHandle, len(sizes))
+					bcast := make([]byte, 50000)
+					if r == P-1 {
+						for i := range bcast {
+							bcast[i] = byte(i * 7)
+						}
+					}
+					var bh Handle
+					for i, n := range sizes {
+						bufs[i] = intData(r, n)
+						reduces[i] = c.AllReduceAsync(bufs[i], Sum)
+						gathers[i] = c.AllGatherVAsync(gatherData(r, n))
+						if i == 2 {
+							bh = c.BroadcastAsync(bcast, P-1)
+						}
+					}
+					if err := bh.Wait(); err != nil {
+						return err
+					}
+					for i := range bcast {
+						if bcast[i] != byte(i*7) {
+							return fmt.Errorf("broadcast byte %d = %d", i, bcast[i])
+						}
+					}
+					for i := len(sizes) - 1; i >= 0; i-- {
+						parts, err := gathers[i].Wait()
+						if err != nil {
+							return err
+						}
+						for q := range P {
+							if !bytes.Equal(parts[q], gatherData(q, sizes[i])) {
+								return fmt.Errorf("allgatherv %d: part %d differs", i, q)
+							}
+						}
+					}
+					for i, h := range reduces {
+						if err := h.Wait(); err != nil {
+							return err
+						}
+						if err := h.Wait(); err != nil { // Wait may be repeated
+							return err
+						}
+						want := make([]float32, sizes[i])
+						for q := range P {
+							for j, x := range intData(q, sizes[i]) {
+								want[j] += x
+							}
+						}
+						if !slices.Equal(bufs[i], want) {
+							return fmt.Errorf("allreduce %d (n=%d) differs from the reference", i, sizes[i])
+						}
+					}
+					return c.Barrier()
+				}))
+			})
+		}
+	}
+}
+
+// TestAsyncOverlap shows that collectives in flight together share the links instead of
+// queueing: on a shaped link, a small allreduce issued after a large allgatherv finishes
+// long before it. (The large one needs about half a second; the small one a few frames.)
+func TestAsyncOverlap(t *testing.T) {
+	checkGoroutines(t)
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			comms := be.start(t, 3, WithBandwidth(50e6))
+			var order [3][2]int32
+			noErrors(t, runRanks(t, comms, 30*time.Second, func(r int, c Communicator) error {
+				big := c.AllGatherVAsync(make([]byte, 1500<<10))
+				small := make([]float32, 300)
+				sh := c.AllReduceAsync(small, Average)
+				var seq atomic.Int32
+				errs := make(chan error, 2)
+				go func() { _, err := big.Wait(); order[r][0] = seq.Add(1); errs <- err }()
+				go func() { err := sh.Wait(); order[r][1] = seq.Add(1); errs <- err }()
+				return errors.Join(<-errs, <-errs)
+			}))
+			for r, o := range order {
+				if o[1] != 1 {
+					t.Errorf("rank %d: the small allreduce finished after the large allgatherv issued before it: collectives did not overlap", r)
+				}
+			}
+		})
+	}
+}
+
+// TestClosedCommunicator: collectives after Close fail with ErrClosed, pending ones too.
+func TestClosedCommunicator(t *testing.T) {
+	checkGoroutines(t)
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			comms := be.start(t, 2)
+			// Rank 0 issues a collective rank 1 never joins, then closes.
+			h := comms[0].AllReduceAsync(make([]float32, 10), Sum)
+			time.Sleep(20 * time.Millisecond)
+			if err := comms[0].Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Wait(); !errors.Is(err, ErrClosed) {
+				t.Errorf("pending collective after Close: %v, want ErrClosed", err)
+			}
+			if err := comms[0].Barrier(); !errors.Is(err, ErrClosed) {
+				t.Errorf("collective after Close: %v, want ErrClosed", err)
+			}
+			if _, err := comms[0].AllGatherVAsync(nil).Wait(); !errors.Is(err, ErrClosed) {
+				t.Errorf("async collective after Close: %v, want ErrClosed", err)
+			}
+			if err := comms[0].Close(); err != nil {
+				t.Errorf("second Close: %v", err)
+			}
+			// Rank 1 learns that rank 0 left when it needs it.
+			err := comms[1].AllReduce(make([]float32, 10), Sum)
+			wantPeerError(t, 1, err, 0, "rank 0: closed its communicator during allreduce #1")
+		})
+	}
+}
+
+// TestCloseRightAfter: a rank that closes as soon as its last collective returns does
+// not fail a peer that is still receiving that collective's last frames.
+func TestCloseRightAfter(t *testing.T) {
+	checkGoroutines(t)
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			for range 10 {
+				comms := be.start(t, 3)
+				noErrors(t, runRanks(t, comms, 20*time.Second, func(r int, c Communicator) error {
+					if err := c.AllReduce(make([]float32, 1<<19), Sum); err != nil {
+						return err
+					}
+					if _, err := c.AllGatherV(make([]byte, 1<<19)); err != nil {
+						return err
+					}
+					if err := c.Broadcast(make([]byte, 1<<19), 1); err != nil {
+						return err
+					}
+					return c.Close()
+				}))
+			}
+		})
+	}
+}

@@ -1,0 +1,95 @@
+// Package dist owns what processes of a data-parallel job share: the collectives
+// (AllReduce, AllGatherV, Broadcast, Barrier) behind the Communicator interface, their
+// backends (TCP, the default, also across machines; in-process, for tests), link
+// emulation (bandwidth and latency per link) and the detection of failed or silent
+// peers. It imports nothing else from this project.
+//
+// # Semantics
+//
+// Every rank issues the same collectives in the same order; the n-th collective of one
+// rank meets the n-th of every other, and every frame on the wire carries that sequence
+// number, so that any number of asynchronous collectives can be in flight at once and
+// progress together (a link's frames are sent round-robin across collectives, and
+// received frames are sorted by sequence number). AllReduce with Average divides by Size
+// after the sum. Results are bit-identical on every rank: the ring algorithm sums each
+// chunk once, in a fixed order along the ring, then copies it to everyone; recursive
+// doubling (small buffers) has every rank evaluate the same expression tree with the same
+// operand order. Neither depends on timing or frame sizes.
+//
+// # Algorithms
+//
+// AllReduce uses recursive doubling up to 64 KiB (log2 P rounds) and a pipelined ring
+// (reduce-scatter then allgather, 2(P-1)/P of the buffer per link) above. Broadcast uses a
+// binomial tree up to 64 KiB and a pipelined chain above. AllGatherV is a ring in which
+// every block carries its size, checked against a limit before anything is allocated.
+// Barrier is a dissemination barrier. The ring and chain keep one outgoing link per rank
+// busy, so on shaped links their time follows the usual cost model (alpha-beta, one NIC
+// per node). WithSmallThreshold and WithSegmentSize tune the choices.
+//
+// # Failures
+//
+// A collective that cannot complete fails with a *PeerError naming the rank at fault and
+// wrapping the cause (ErrConnLost, ErrPeerClosed, ErrTimeout, ErrProtocol, ErrMismatch,
+// ErrInvalid), for example
+//
+//	dist: rank 2: connection closed during allreduce #17 (reported by rank 0)
+//
+// The first failure breaks the communicator: the rank that detects it sends an abort frame
+// naming the culprit to every peer and closes its connections, so every rank fails,
+// pending and later collectives alike, instead of waiting. Detection:
+//
+//   - a connection that breaks or ends without a goodbye: at once;
+//   - a malformed, oversized or truncated frame, or one of another collective: at once;
+//     lengths are checked before any allocation (a frame carries at most 16 MiB, an
+//     AllGatherV block at most WithMaxMessage);
+//   - a peer that sends nothing while a collective waits on it: after Timeout (default
+//     DefaultTimeout). Links carry heartbeats every Timeout/4 when idle, which also say
+//     whom the sender waits on, so that a rank blocked behind another is not blamed: the
+//     rank that waits on the real culprit reports it, within Timeout; other ranks wait at
+//     most 3*Timeout before they blame their own silent neighbour. A peer whose heartbeats
+//     stop is blamed after Timeout, one that does not read our frames likewise;
+//   - a peer that closed its communicator, when a collective needs it.
+//
+// A collective thus waits at most about Timeout (3*Timeout behind a chain of waiting
+// ranks) for a peer that stopped taking part. Set Timeout above the longest time one rank
+// can lag behind the others (an evaluation that only rank 0 runs, a checkpoint write).
+//
+// # Starting a TCP job
+//
+// A launcher (train --workers N) starts N processes with, in each environment:
+//
+//	RANK=r  WORLD_SIZE=N  LOCAL_RANK=r  MASTER_ADDR=127.0.0.1  MASTER_PORT=p  SSF_JOB_TOKEN=t
+//
+// where p is a free port on rank 0's machine (FreeAddr) and t a fresh random token
+// (NewJobToken); TCPConfig.Environ builds the list. Each worker calls ConfigFromEnv, sets BindAddr,
+// Timeout, Bandwidth and Latency from its flags, and calls DialTCP. Processes started by
+// mpirun are recognised by OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE instead (MASTER_*
+// and the token are then passed with mpirun -x). ConfigFromEnv returns ErrNoEnv when the
+// process is not a worker, which is how a command knows it should launch them.
+//
+// Rank 0 listens at MASTER_PORT on BindAddr; every other rank listens on an ephemeral port
+// of BindAddr, dials MASTER_ADDR, proves it holds the token (HMAC challenge, both ways)
+// and reports the address peers should dial. Rank 0 answers with every rank's address,
+// and the ranks form a full mesh, each dialling the ranks below it. Connections without
+// the token, with another world size or a rank already taken are logged with their remote
+// address and closed; the job goes on. Listeners close once the mesh is complete.
+//
+// Across machines, start one worker per machine (or several) with its own RANK, the same
+// WORLD_SIZE, MASTER_ADDR set to rank 0's reachable address, and BindAddr set to an
+// interface address or 0.0.0.0 (the default, 127.0.0.1, keeps a job on one machine). A
+// rank advertises AdvertiseAddr if set, else its bind address, else (when bound to a
+// wildcard) the local address of its connection to rank 0.
+//
+// # Link emulation
+//
+// Bandwidth (bits per second, see ParseBandwidth) and Latency apply to every link, per
+// direction, inside the transport: the sender paces its bytes so that the link behaves
+// like a cable of that rate, and the receiver delivers each frame Latency after it
+// arrived, so latency is paid once per frame and frames in flight overlap.
+//
+// # Statistics
+//
+// Stats counts data bytes sent and received (frame headers included; heartbeats and
+// other control frames apart) and, per kind of collective, calls, failures, bytes and the
+// summed time from issue to completion; Stats.Sub gives the figures of one step.
+package dist

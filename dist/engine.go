@@ -1,0 +1,261 @@
+package dist
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// engine is the Communicator of both backends: one rank with a link to every peer (any
+// net.Conn: TCP sockets or in-process pipes), a mailbox that sorts incoming data frames by
+// (peer, collective sequence number), a monitor of silent peers, and the failure state.
+type engine struct {
+	rank, size int
+	o          options
+	log        *slog.Logger
+	links      []*link // by peer; nil at rank
+	le         bool    // float32 slices go on the wire as they are (little-endian host)
+
+	mu     sync.Mutex
+	sinkIO *sync.Cond      // on mu: signalled when a mailbox's inflight drops to 0
+	seq    uint64          // last issued collective
+	active map[uint64]bool // issued and not yet ended
+	boxes  map[boxKey]*mailbox
+	waits  []map[*waiter]struct{} // per peer: receives blocked on it
+	left   []bool                 // peer said goodbye
+	closed bool
+	killed bool // kill was called: this rank reports nothing, like a crashed process
+	flt    *fault
+
+	failed  chan struct{} // closed at the first fault
+	closing chan struct{} // closed when Close starts
+	done    chan struct{} // closed when Close has finished
+
+	lastAny     []atomic.Int64 // per peer: unix nanos of the last bytes received
+	lastData    []atomic.Int64 // per peer: unix nanos of the last data frame received
+	peerWaiting []atomic.Int32 // per peer: the rank it last said it waits on, -1: none
+
+	colls sync.WaitGroup // collectives in progress
+	bg    sync.WaitGroup // the monitor
+	stats statCounters
+	pool  bufPool
+}
+
+type statCounters struct {
+	sent, recv, framesSent, framesRecv, ctlSent, ctlRecv atomic.Int64
+	direct                                               atomic.Int64 // frames read straight into place
+	ops                                                  [numColl]opCounters
+}
+
+type opCounters struct {
+	calls, failed, nanos, sent, recv atomic.Int64
+}
+
+// newEngine starts rank's engine over conns (conns[p] reaches peer p; conns[rank] is
+// nil). It owns the conns from then on.
+func newEngine(rank, size int, conns []net.Conn, o options) *engine {
+	e := &engine{
+		rank: rank, size: size, o: o, log: o.logger, le: nativeLE,
+		links:       make([]*link, size),
+		active:      make(map[uint64]bool),
+		boxes:       make(map[boxKey]*mailbox),
+		waits:       make([]map[*waiter]struct{}, size),
+		left:        make([]bool, size),
+		failed:      make(chan struct{}),
+		closing:     make(chan struct{}),
+		done:        make(chan struct{}),
+		lastAny:     make([]atomic.Int64, size),
+		lastData:    make([]atomic.Int64, size),
+		peerWaiting: make([]atomic.Int32, size),
+	}
+	e.sinkIO = sync.NewCond(&e.mu)
+	now := time.Now().UnixNano()
+	for p := range size {
+		e.waits[p] = make(map[*waiter]struct{})
+		e.lastAny[p].Store(now)
+		e.lastData[p].Store(now)
+		e.peerWaiting[p].Store(-1)
+	}
+	for p, c := range conns {
+		if p != rank && c != nil {
+			e.links[p] = newLink(e, p, c)
+		}
+	}
+	for _, l := range e.links {
+		if l != nil {
+			l.start()
+		}
+	}
+	if o.timeout > 0 && size > 1 {
+		e.bg.Add(1)
+		go e.monitor()
+	}
+	return e
+}
+
+func (e *engine) Rank() int { return e.rank }
+
+func (e *engine) Size() int { return e.size }
+
+// linkDown is called when a frame cannot be queued for peer: the link stopped because of
+// a fault, because this rank is closing, or because the peer left.
+func (e *engine) linkDown(peer int) {
+	e.mu.Lock()
+	left := e.left[peer]
+	e.mu.Unlock()
+	if left {
+		e.fail(fault{rank: peer, reporter: e.rank, cause: ErrPeerClosed})
+	}
+}
+
+// fail records the first fault, wakes every waiting collective and tells the peers, so
+// that every rank fails instead of waiting for data that will not come. Faults after
+// Close started are ignored.
+func (e *engine) fail(f fault) {
+	e.mu.Lock()
+	if e.flt != nil || e.closed || e.killed {
+		e.mu.Unlock()
+		return
+	}
+	e.flt = &f
+	e.mu.Unlock()
+
+	// The links learn first, so that no goodbye (this rank's Close, once its collectives
+	// have failed) can overtake the abort frame.
+	abort := encodeAbort(f)
+	for _, l := range e.links {
+		if l != nil {
+			l.stop(stopAbort, abort)
+		}
+	}
+	close(e.failed)
+	e.log.Warn("dist: communicator failed", "rank", e.rank, "culprit", f.rank, "reporter", f.reporter, "cause", f.cause.Error())
+}
+
+func (e *engine) fault() *fault {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.flt
+}
+
+// encodeAbort builds the frame that tells peers about a fault.
+func encodeAbort(f fault) []byte {
+	msg := f.cause.Error()
+	if len(msg) > maxAbortText {
+		msg = msg[:maxAbortText]
+	}
+	h := header{kind: frameAbort, length: uint32(len(msg)), arg: uint64(f.rank),
+		arg2: uint32(codeOf(f.cause)), arg3: uint32(f.reporter)}
+	b := make([]byte, headerSize+len(msg))
+	h.put(b)
+	copy(b[headerSize:], msg)
+	return b
+}
+
+// Close implements Communicator.
+func (e *engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.done
+		return nil
+	}
+	e.closed = true
+	close(e.closing)
+	flt := e.flt
+	e.mu.Unlock()
+
+	// A failed rank leaves with the abort frame, never with a goodbye: its peers must
+	// learn the culprit, not that this rank closed.
+	mode, last := stopGoodbye, []byte(nil)
+	if flt != nil {
+		mode, last = stopAbort, encodeAbort(*flt)
+	}
+	for _, l := range e.links {
+		if l != nil {
+			l.stop(mode, last)
+		}
+	}
+	linger := time.NewTimer(closeLinger)
+	for _, l := range e.links {
+		if l == nil {
+			continue
+		}
+		select {
+		case <-l.done:
+		case <-linger.C:
+			e.forceClose()
+			linger.Reset(0)
+		}
+	}
+	linger.Stop()
+	for _, l := range e.links {
+		if l != nil {
+			<-l.done
+		}
+	}
+	e.colls.Wait()
+	e.bg.Wait()
+
+	e.mu.Lock()
+	for k, b := range e.boxes {
+		for _, f := range b.frames {
+			e.pool.put(f.buf)
+		}
+		delete(e.boxes, k)
+	}
+	e.mu.Unlock()
+	close(e.done)
+	return nil
+}
+
+// forceClose closes every connection at once: pending reads and writes fail.
+func (e *engine) forceClose() {
+	for _, l := range e.links {
+		if l != nil {
+			l.conn.Close()
+		}
+	}
+}
+
+// kill simulates a crash: connections drop without goodbye. Tests use it; Close still
+// has to be called to release the rest.
+func (e *engine) kill() {
+	e.mu.Lock()
+	e.killed = true
+	e.mu.Unlock()
+	e.forceClose()
+}
+
+// Stats implements Communicator.
+func (e *engine) Stats() Stats {
+	s := &e.stats
+	op := func(k collKind) OpStats {
+		c := &s.ops[k]
+		return OpStats{Calls: c.calls.Load(), Failed: c.failed.Load(), Time: time.Duration(c.nanos.Load()),
+			BytesSent: c.sent.Load(), BytesRecv: c.recv.Load()}
+	}
+	return Stats{
+		BytesSent: s.sent.Load(), BytesRecv: s.recv.Load(),
+		FramesSent: s.framesSent.Load(), FramesRecv: s.framesRecv.Load(),
+		ControlBytesSent: s.ctlSent.Load(), ControlBytesRecv: s.ctlRecv.Load(),
+		AllReduce: op(collAllReduce), AllGatherV: op(collAllGatherV),
+		Broadcast: op(collBroadcast), Barrier: op(collBarrier),
+	}
+}
+
+func (e *engine) String() string {
+	return fmt.Sprintf("dist.Communicator(rank %d of %d)", e.rank, e.size)
+}
+
+var _ Communicator = (*engine)(nil)
+
+// isTimeout reports a deadline error of a net.Conn.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,64 @@
+package dist
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want TCPConfig
+		err  string
+	}{
+		{"torchrun", map[string]string{"RANK": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "SSF_JOB_TOKEN": "abc"},
+			TCPConfig{Rank: 2, Size: 4, MasterAddr: "10.0.0.1:29500", Token: "abc"}, ""},
+		{"ipv6 master", map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "::1", "MASTER_PORT": "1234"},
+			TCPConfig{Rank: 0, Size: 2, MasterAddr: "[::1]:1234"}, ""},
+		{"open mpi", map[string]string{"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "5"},
+			TCPConfig{Rank: 1, Size: 2, MasterAddr: "h:5"}, ""},
+		{"RANK wins over Open MPI", map[string]string{"RANK": "0", "WORLD_SIZE": "1", "OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"},
+			TCPConfig{Rank: 0, Size: 1}, ""},
+		{"single worker needs no master", map[string]string{"RANK": "0", "WORLD_SIZE": "1"}, TCPConfig{Rank: 0, Size: 1}, ""},
+		{"not a worker", map[string]string{}, TCPConfig{}, "not started as a worker"},
+		{"size without rank", map[string]string{"WORLD_SIZE": "2"}, TCPConfig{}, "WORLD_SIZE is set but RANK is not"},
+		{"rank not a number", map[string]string{"RANK": "one", "WORLD_SIZE": "2"}, TCPConfig{}, `RANK="one": not an integer`},
+		{"rank out of range", map[string]string{"RANK": "2", "WORLD_SIZE": "2"}, TCPConfig{}, "want 0 <= rank < size"},
+		{"missing master", map[string]string{"RANK": "1", "WORLD_SIZE": "2"}, TCPConfig{}, "needs MASTER_ADDR and MASTER_PORT"},
+		{"bad port", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "99999"}, TCPConfig{}, "MASTER_PORT"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := configFromEnv(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %+v, %v; want error with %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := configFromEnv(func(string) (string, bool) { return "", false }); !errors.Is(err, ErrNoEnv) {
+		t.Errorf("empty environment: %v, want ErrNoEnv", err)
+	}
+}
+
+// TestEnvironRoundTrip: what a launcher puts in a child's environment is what the child
+// reads back.
+func TestEnvironRoundTrip(t *testing.T) {
+	want := TCPConfig{Rank: 3, Size: 4, MasterAddr: "127.0.0.1:29500", Token: NewJobToken()}
+	env := map[string]string{}
+	for _, kv := range want.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	got, err := configFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil || got != want {
+		t.Fatalf("got %+v, %v; want %+v", got, err, want)
+	}
+}

@@ -1,0 +1,240 @@
+package dist
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LaunchConfig describes a job of worker processes on this machine, as torchrun starts
+// them: the same program and arguments, with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+// MASTER_PORT and SSF_JOB_TOKEN set for each.
+type LaunchConfig struct {
+	Workers int
+	Program string   // default: this executable
+	Args    []string // arguments of every worker, without the program name
+	Env     []string // extra variables, after os.Environ()
+	// MasterHost is where rank 0 listens for the rendezvous (default 127.0.0.1).
+	MasterHost string
+	// Stdout and Stderr receive the workers' lines, each prefixed with "[rank N] "
+	// (default os.Stdout and os.Stderr).
+	Stdout, Stderr io.Writer
+	// Grace is how long the other workers may take to notice a failed one and exit on
+	// their own before they are killed (default 10s).
+	Grace time.Duration
+}
+
+// Launch runs the job and waits for every worker. It returns nil when all exit with status
+// 0; otherwise an error naming the first rank that failed. When one worker fails, or ctx is
+// cancelled, the others get Grace to end (they are sent SIGINT on cancellation) and are then
+// killed, so no process outlives Launch. On Linux the workers are also killed if the
+// launcher itself dies.
+func Launch(ctx context.Context, cfg LaunchConfig) error {
+	if cfg.Workers < 1 {
+		return fmt.Errorf("dist: launch: want at least 1 worker, got %d", cfg.Workers)
+	}
+	if cfg.Program == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("dist: launch: finding this program: %w", err)
+		}
+		cfg.Program = exe
+	}
+	if cfg.MasterHost == "" {
+		cfg.MasterHost = "127.0.0.1"
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
+	master, err := FreeAddr(cfg.MasterHost)
+	if err != nil {
+		return err
+	}
+	job := &job{cfg: cfg, exited: make(chan exit, cfg.Workers)}
+	base := TCPConfig{Size: cfg.Workers, MasterAddr: master, Token: NewJobToken()}
+	for rank := range cfg.Workers {
+		base.Rank = rank
+		if err := job.start(rank, base.Environ()); err != nil {
+			job.killAll()
+			job.wait()
+			return err
+		}
+	}
+	return job.supervise(ctx)
+}
+
+// job is a running set of workers.
+type job struct {
+	cfg    LaunchConfig
+	mu     sync.Mutex // serialises output lines
+	procs  []*exec.Cmd
+	exited chan exit
+}
+
+type exit struct {
+	rank int
+	err  error
+}
+
+func (j *job) start(rank int, env []string) error {
+	cmd := exec.Command(j.cfg.Program, j.cfg.Args...)
+	cmd.Env = append(append(os.Environ(), env...), j.cfg.Env...)
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		// Workers that outnumber the cores would otherwise each run a thread per core and
+		// fight over them.
+		procs := max(1, runtime.NumCPU()/j.cfg.Workers)
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(procs))
+	}
+	cmd.SysProcAttr = workerAttr()
+	prefix := fmt.Sprintf("[rank %d] ", rank)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("dist: launch rank %d: %w", rank, err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return fmt.Errorf("dist: launch rank %d: %w", rank, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("dist: launch rank %d: %w", rank, err)
+	}
+	j.procs = append(j.procs, cmd)
+	var copying sync.WaitGroup
+	copying.Add(2)
+	go j.copyLines(&copying, j.cfg.Stdout, stdout, prefix)
+	go j.copyLines(&copying, j.cfg.Stderr, stderr, prefix)
+	go func() {
+		copying.Wait() // Wait must not run before the pipes are drained
+		j.exited <- exit{rank, cmd.Wait()}
+	}()
+	return nil
+}
+
+// copyLines prefixes each line of r and writes it whole to w.
+func (j *job) copyLines(done *sync.WaitGroup, w io.Writer, r io.Reader, prefix string) {
+	defer done.Done()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		j.mu.Lock()
+		fmt.Fprintf(w, "%s%s\n", prefix, sc.Bytes())
+		j.mu.Unlock()
+	}
+	io.Copy(io.Discard, r) // a line too long for the scanner must not block the worker
+}
+
+// supervise waits for the workers; the first failure or ctx's end starts the grace period.
+func (j *job) supervise(ctx context.Context) error {
+	var failed []exit
+	var interrupted error
+	var deadline <-chan time.Time
+	running := make(map[int]bool, len(j.procs))
+	for rank := range j.procs {
+		running[rank] = true
+	}
+	stopped := map[int]bool{} // ranks the launcher killed
+	done := ctx.Done()
+	for len(running) > 0 {
+		select {
+		case e := <-j.exited:
+			delete(running, e.rank)
+			if e.err != nil {
+				failed = append(failed, e)
+				if deadline == nil && len(stopped) == 0 {
+					deadline = time.After(j.cfg.Grace)
+				}
+			}
+		case <-done:
+			done = nil
+			interrupted = fmt.Errorf("job interrupted: %w", ctx.Err())
+			j.signalAll(syscall.SIGINT)
+			deadline = time.After(j.cfg.Grace)
+		case <-deadline:
+			for rank := range running {
+				stopped[rank] = true
+			}
+			j.killAll()
+			deadline = nil
+		}
+	}
+	if interrupted != nil {
+		return interrupted
+	}
+	return describeFailures(failed, stopped)
+}
+
+// describeFailures names the failed ranks in the order that explains the failure: those
+// that died of a signal, then those that exited with an error, then those the launcher
+// stopped after the grace period.
+func describeFailures(failed []exit, stopped map[int]bool) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	order := func(e exit) int {
+		switch {
+		case stopped[e.rank]:
+			return 2
+		case signaled(e.err) != nil:
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(failed, func(a, b exit) int { return cmp.Compare(order(a), order(b)) })
+	parts := make([]string, len(failed))
+	for i, e := range failed {
+		switch sig := signaled(e.err); {
+		case stopped[e.rank]:
+			parts[i] = fmt.Sprintf("rank %d was still running after the grace period and was killed", e.rank)
+		case sig != nil:
+			parts[i] = fmt.Sprintf("rank %d was killed by signal %v", e.rank, sig)
+		default:
+			parts[i] = fmt.Sprintf("rank %d failed: %v", e.rank, e.err)
+		}
+	}
+	return errors.New(strings.Join(parts, "; "))
+}
+
+// signaled returns the signal that ended a worker, or nil.
+func signaled(err error) os.Signal {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ws.Signal()
+		}
+	}
+	return nil
+}
+
+// signalAll signals every worker; one that already exited just reports an error, ignored.
+func (j *job) signalAll(sig os.Signal) {
+	for _, p := range j.procs {
+		p.Process.Signal(sig)
+	}
+}
+
+func (j *job) killAll() { j.signalAll(os.Kill) }
+
+// wait reaps the workers started so far (after a failed start).
+func (j *job) wait() {
+	for range j.procs {
+		<-j.exited
+	}
+}

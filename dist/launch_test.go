@@ -1,0 +1,152 @@
+package dist
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestLaunchWorkerHelper is not a test: it is the worker that the launch tests start, by
+// re-running the test binary with SSF_LAUNCH_ROLE set.
+func TestLaunchWorkerHelper(t *testing.T) {
+	role := os.Getenv("SSF_LAUNCH_ROLE")
+	if role == "" {
+		t.Skip("only runs as a launched worker")
+	}
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	fmt.Printf("pid %d rank %d of %d master %s token %t gomaxprocs %s\n", os.Getpid(), cfg.Rank, cfg.Size,
+		cfg.MasterAddr, cfg.Token != "", os.Getenv("GOMAXPROCS"))
+	switch {
+	case role == "ok":
+		os.Exit(0)
+	case role == "die-rank-1" && cfg.Rank == 1:
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	case role == "fail-rank-2" && cfg.Rank == 2:
+		fmt.Fprintln(os.Stderr, "worker: giving up")
+		os.Exit(3)
+	}
+	time.Sleep(time.Hour) // the others hang until the launcher ends them
+}
+
+// launchHelpers runs workers of the given role and returns Launch's error, what they
+// printed and their pids.
+func launchHelpers(t *testing.T, ctx context.Context, role string, workers int) (error, string, []int) {
+	t.Helper()
+	var out, errOut syncBuffer
+	err := Launch(ctx, LaunchConfig{
+		Workers: workers, Program: os.Args[0], Args: []string{"-test.run=^TestLaunchWorkerHelper$"},
+		Env: []string{"SSF_LAUNCH_ROLE=" + role}, Stdout: &out, Stderr: &errOut, Grace: 500 * time.Millisecond,
+	})
+	var pids []int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if i := strings.Index(line, "pid "); i >= 0 {
+			f := strings.Fields(line[i:])
+			if pid, perr := strconv.Atoi(f[1]); perr == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return err, out.String() + errOut.String(), pids
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func assertGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("worker pid %d outlived the launcher", pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func TestLaunchAllSucceed(t *testing.T) {
+	err, out, pids := launchHelpers(t, context.Background(), "ok", 3)
+	if err != nil {
+		t.Fatalf("Launch: %v\n%s", err, out)
+	}
+	if len(pids) != 3 {
+		t.Fatalf("%d workers reported, want 3:\n%s", len(pids), out)
+	}
+	for r := range 3 {
+		if !strings.Contains(out, fmt.Sprintf("[rank %d] pid", r)) || !strings.Contains(out, fmt.Sprintf("rank %d of 3 master 127.0.0.1:", r)) {
+			t.Errorf("no prefixed line with the environment of rank %d:\n%s", r, out)
+		}
+	}
+	if !strings.Contains(out, "token true") {
+		t.Errorf("workers got no job token:\n%s", out)
+	}
+}
+
+func TestLaunchFailures(t *testing.T) {
+	for _, tc := range []struct {
+		role  string
+		wants []string
+	}{
+		{"die-rank-1", []string{"rank 1 was killed by signal killed"}},
+		{"fail-rank-2", []string{"rank 2 failed: exit status 3", "rank 0 was still running after the grace period and was killed"}},
+	} {
+		t.Run(tc.role, func(t *testing.T) {
+			start := time.Now()
+			err, out, pids := launchHelpers(t, context.Background(), tc.role, 3)
+			if err == nil {
+				t.Fatalf("Launch succeeded:\n%s", out)
+			}
+			for _, want := range tc.wants {
+				if !strings.HasPrefix(err.Error(), want) && !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if !strings.HasPrefix(err.Error(), tc.wants[0]) {
+				t.Errorf("error %q does not start with the failed rank", err)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the job took %v to end", d)
+			}
+			assertGone(t, pids)
+		})
+	}
+}
+
+func TestLaunchInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err, out, pids := launchHelpers(t, ctx, "hang", 2)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("error %v, want an interruption\n%s", err, out)
+	}
+	assertGone(t, pids)
+}
+
+func TestLaunchRejectsNoWorkers(t *testing.T) {
+	if err := Launch(context.Background(), LaunchConfig{Workers: 0}); err == nil {
+		t.Fatal("a job of 0 workers was launched")
+	}
+}

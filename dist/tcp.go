@@ -1,0 +1,108 @@
+package dist
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// TCPConfig describes one rank of a TCP job. See the package documentation for how a
+// launcher fills it, and ConfigFromEnv.
+type TCPConfig struct {
+	Rank int // this process's rank, in [0, Size)
+	Size int // number of ranks
+
+	// MasterAddr is host:port of rank 0's rendezvous listener. Rank 0 listens on
+	// BindAddr with MasterAddr's port; the others dial MasterAddr.
+	MasterAddr string
+	// BindAddr is the host every listening socket of this rank binds to. Default
+	// 127.0.0.1: nothing outside the machine can connect unless told otherwise. A job
+	// across machines sets an interface address, or 0.0.0.0.
+	BindAddr string
+	// AdvertiseAddr is the host peers should dial to reach this rank. Default: BindAddr,
+	// or, when BindAddr is a wildcard (0.0.0.0, ::), the local address this rank used
+	// to reach the master, which is an address the other machines can route to.
+	AdvertiseAddr string
+	// Token must be the same on every rank; connections without it are rejected and
+	// logged. Empty is allowed, and keeps out only processes with another token.
+	Token string
+
+	// Timeout is how long a collective waits on a peer that sends nothing before the
+	// job fails (0: DefaultTimeout; negative: never).
+	Timeout time.Duration
+	// DialTimeout bounds the rendezvous (0: DefaultDialTimeout).
+	DialTimeout time.Duration
+
+	// Bandwidth shapes every link, per direction, in bits per second (0: unshaped).
+	Bandwidth float64
+	// Latency is added once to every frame's delivery.
+	Latency time.Duration
+
+	// Logger receives rejected connections and failures (default slog.Default()).
+	Logger *slog.Logger
+}
+
+const (
+	defaultBindAddr  = "127.0.0.1"
+	handshakeTimeout = 10 * time.Second
+)
+
+// DialTCP joins the TCP job described by cfg and returns this rank's communicator once
+// every rank is connected to every other. opts may tune the engine further (segment
+// size, limits); they apply after cfg's fields. It fails if the rendezvous does not
+// complete within cfg.DialTimeout or ctx ends.
+//
+// Rendezvous: rank 0 listens at MasterAddr's port. Every other rank opens a listener of
+// its own on BindAddr (ephemeral port), dials rank 0, authenticates, and tells rank 0 its
+// advertised address. When all ranks have joined, rank 0 sends everyone the table of
+// addresses and keeps each rendezvous connection as its link to that rank. Then each rank
+// dials the ranks below it and accepts the ranks above it, every connection with the
+// token handshake, forming a full mesh; listeners close once the mesh is complete.
+func DialTCP(ctx context.Context, cfg TCPConfig, opts ...Option) (Communicator, error) {
+	e, err := dialTCP(ctx, cfg, nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// dialTCP is DialTCP with rank 0's listener optionally provided (tests use an ephemeral
+// port that way).
+func dialTCP(ctx context.Context, cfg TCPConfig, master net.Listener, opts []Option) (*engine, error) {
+	o := options{timeout: cfg.Timeout, bandwidth: cfg.Bandwidth, latency: cfg.Latency, logger: cfg.Logger}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.resolve(); err != nil {
+		return nil, err
+	}
+	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
+		return nil, fmt.Errorf("dist: rank %d of world size %d: want 0 <= rank < size", cfg.Rank, cfg.Size)
+	}
+	if cfg.Size == 1 {
+		if master != nil {
+			master.Close()
+		}
+		return newEngine(0, 1, nil, o), nil
+	}
+	if _, _, err := net.SplitHostPort(cfg.MasterAddr); err != nil {
+		return nil, fmt.Errorf("dist: master address %q: want host:port (MASTER_ADDR, MASTER_PORT): %w", cfg.MasterAddr, err)
+	}
+	if cfg.BindAddr == "" {
+		cfg.BindAddr = defaultBindAddr
+	}
+	dt := cfg.DialTimeout
+	if dt <= 0 {
+		dt = DefaultDialTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, dt)
+	defer cancel()
+	rv := &rendezvous{cfg: cfg, log: o.logger}
+	conns, err := rv.run(ctx, master)
+	if err != nil {
+		return nil, err
+	}
+	return newEngine(cfg.Rank, cfg.Size, conns, o), nil
+}

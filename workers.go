@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/trainer"
+)
+
+// train runs cfg as this process's role in the job: a worker when RANK and WORLD_SIZE (or
+// mpirun's variables) are set, the launcher of --workers processes, the N goroutine ranks of
+// --backend inproc, or a single process.
+func train(ctx context.Context, cfg trainer.Config) error {
+	env, err := dist.ConfigFromEnv()
+	switch {
+	case err == nil:
+		return runWorker(ctx, cfg, env)
+	case !errors.Is(err, dist.ErrNoEnv):
+		return err
+	case cfg.Workers > 1 && cfg.Backend == "inproc":
+		return runInProc(ctx, cfg)
+	case cfg.Workers > 1:
+		if err := checkBackend(cfg.Backend); err != nil {
+			return err
+		}
+		return dist.Launch(ctx, dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:]})
+	}
+	_, err = trainer.Run(ctx, cfg, options(cfg, nil, true))
+	return err
+}
+
+func checkBackend(backend string) error {
+	switch backend {
+	case "tcp", "inproc":
+		return nil
+	case "mpi":
+		return errors.New("--backend mpi needs a binary built with -tags mpi, started by mpirun")
+	}
+	return fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", backend)
+}
+
+// options wires the pipeline named by cfg to comm; only a process that logs shows progress.
+func options(cfg trainer.Config, comm dist.Communicator, logs bool) trainer.Options {
+	build := pipelines[cfg.Pipeline]
+	opts := trainer.Options{
+		Comm: comm,
+		NewPipeline: func(cfg *trainer.Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+			return build(cfg, comm, tensors)
+		},
+	}
+	if logs {
+		opts.Logf = log.New(os.Stderr, "", log.LstdFlags).Printf
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			opts.Progress = os.Stderr
+		}
+	}
+	return opts
+}
+
+// link turns the link-emulation and failure flags into communicator options.
+func link(cfg trainer.Config) (bandwidth float64, latency time.Duration, err error) {
+	if bandwidth, err = dist.ParseBandwidth(cfg.Bandwidth); err != nil {
+		return 0, 0, fmt.Errorf("--bandwidth: %w", err)
+	}
+	if cfg.Latency != "" {
+		if latency, err = time.ParseDuration(cfg.Latency); err != nil || latency < 0 {
+			return 0, 0, fmt.Errorf("--latency %q: want a duration such as 100us or 2ms", cfg.Latency)
+		}
+	}
+	return bandwidth, latency, nil
+}
+
+// runWorker is one rank of a job over TCP: the launcher, mpirun or a user on each machine
+// started it with its rank in the environment.
+func runWorker(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) error {
+	if cfg.Backend != "tcp" {
+		return checkBackendForWorker(cfg.Backend)
+	}
+	bandwidth, latency, err := link(cfg)
+	if err != nil {
+		return err
+	}
+	env.BindAddr, env.Timeout, env.Bandwidth, env.Latency = cfg.BindAddr, cfg.Timeout, bandwidth, latency
+	comm, err := dist.DialTCP(ctx, env)
+	if err != nil {
+		return fmt.Errorf("rank %d joining the job: %w", env.Rank, err)
+	}
+	defer comm.Close()
+	cfg.Workers = env.Size
+	_, err = trainer.Run(ctx, cfg, options(cfg, comm, env.Rank == 0))
+	return err
+}
+
+func checkBackendForWorker(backend string) error {
+	if err := checkBackend(backend); err != nil {
+		return err
+	}
+	return fmt.Errorf("--backend %s cannot run as a worker process; use tcp", backend)
+}
+
+// runInProc runs cfg.Workers ranks as goroutines of this process, over in-memory links.
+func runInProc(ctx context.Context, cfg trainer.Config) error {
+	bandwidth, latency, err := link(cfg)
+	if err != nil {
+		return err
+	}
+	opts := []dist.Option{dist.WithTimeout(cfg.Timeout), dist.WithLatency(latency)}
+	if bandwidth > 0 {
+		opts = append(opts, dist.WithBandwidth(bandwidth))
+	}
+	comms := dist.NewInProc(cfg.Workers, opts...)
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for rank, comm := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer comm.Close() // lets the other ranks see a failed one
+			if _, err := trainer.Run(ctx, cfg, options(cfg, comm, rank == 0)); err != nil {
+				errs[rank] = fmt.Errorf("rank %d: %w", rank, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ssfusion/ssfusion/trainer"
+)
+
+func readSummary(t *testing.T, dir string) trainer.Summary {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s trainer.Summary
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatalf("summary.json: %v", err)
+	}
+	return s
+}
+
+// Two ranks of 16 samples with the dense pipeline take the same steps as one process with
+// batches of 32: the shards interleave one epoch order and the pipeline averages gradients.
+// The MLP has no BatchNorm, whose statistics would differ between the two.
+func TestTwoRanksMatchOneProcessAtTheSameGlobalBatch(t *testing.T) {
+	run := func(workers, batch int) trainer.Summary {
+		cfg := trainer.Defaults()
+		cfg.Model, cfg.Dataset, cfg.MaxSteps, cfg.EvalSamples, cfg.LR = "mlp", "mnist", 30, 1000, 0.05
+		cfg.Workers, cfg.BatchSize, cfg.Backend, cfg.CheckEvery = workers, batch, "inproc", 10
+		cfg.Out = t.TempDir()
+		if err := train(context.Background(), cfg); err != nil {
+			t.Fatalf("%d workers: %v", workers, err)
+		}
+		return readSummary(t, cfg.Out)
+	}
+	one, two := run(1, 32), run(2, 16)
+	if two.Consistency.ParamChecksumEqual == nil || !*two.Consistency.ParamChecksumEqual {
+		t.Errorf("the two ranks' parameters were not found equal: %+v", two.Consistency)
+	}
+	if two.Workers != 2 || two.Traffic.BytesSentPerStep == nil || *two.Traffic.BytesSentPerStep == 0 {
+		t.Errorf("the 2-rank run reports %d workers and %v bytes per step", two.Workers, two.Traffic.BytesSentPerStep)
+	}
+	close := func(name string, a, b float64) {
+		if math.Abs(a-b) > 1e-4*math.Max(1, math.Abs(a)) {
+			t.Errorf("%s: one process %.7g, two ranks %.7g", name, a, b)
+		}
+	}
+	close("eval loss", *one.Eval.Loss, *two.Eval.Loss)
+	close("eval accuracy", *one.Eval.Accuracy, *two.Eval.Accuracy)
+	if *one.Eval.Loss == *one.Eval.Loss && one.Eval.Samples != two.Eval.Samples {
+		t.Errorf("evaluated %d and %d samples", one.Eval.Samples, two.Eval.Samples)
+	}
+}
