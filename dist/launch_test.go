@@ -1,13 +1,11 @@
 package dist
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,7 +41,7 @@ func TestLaunchWorkerHelper(t *testing.T) {
 // printed and their pids.
 func launchHelpers(t *testing.T, ctx context.Context, role string, workers int) (error, string, []int) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut capturedLog
 	err := Launch(ctx, LaunchConfig{
 		Workers: workers, Program: os.Args[0], Args: []string{"-test.run=^TestLaunchWorkerHelper$"},
 		Env: []string{"SSF_LAUNCH_ROLE=" + role}, Stdout: &out, Stderr: &errOut, Grace: 500 * time.Millisecond,
@@ -58,23 +56,6 @@ func launchHelpers(t *testing.T, ctx context.Context, role string, workers int) 
 		}
 	}
 	return err, out.String() + errOut.String(), pids
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func assertGone(t *testing.T, pids []int) {
