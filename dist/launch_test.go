@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,6 +84,12 @@ func TestLaunchAllSucceed(t *testing.T) {
 	}
 	if !strings.Contains(out, "token true") {
 		t.Errorf("workers got no job token:\n%s", out)
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		want := fmt.Sprintf("gomaxprocs %d", max(1, runtime.NumCPU()/3))
+		if strings.Count(out, want) != 3 {
+			t.Errorf("workers do not share the %d cores (%s each):\n%s", runtime.NumCPU(), want, out)
+		}
 	}
 }
 
