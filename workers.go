@@ -20,32 +20,26 @@ import (
 // mpirun's variables) are set, the launcher of --workers processes, the N goroutine ranks of
 // --backend inproc, or a single process.
 func train(ctx context.Context, cfg trainer.Config) error {
+	switch cfg.Backend {
+	case "tcp", "inproc", "mpi":
+	default:
+		return fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", cfg.Backend)
+	}
 	env, err := dist.ConfigFromEnv()
 	switch {
 	case err == nil:
 		return runWorker(ctx, cfg, env)
 	case !errors.Is(err, dist.ErrNoEnv):
 		return err
+	case cfg.Backend == "mpi":
+		return errors.New("--backend mpi: start the workers with mpirun, from a binary built with -tags mpi")
 	case cfg.Workers > 1 && cfg.Backend == "inproc":
 		return runInProc(ctx, cfg)
 	case cfg.Workers > 1:
-		if err := checkBackend(cfg.Backend); err != nil {
-			return err
-		}
 		return dist.Launch(ctx, dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:]})
 	}
 	_, err = trainer.Run(ctx, cfg, options(cfg, nil, true))
 	return err
-}
-
-func checkBackend(backend string) error {
-	switch backend {
-	case "tcp", "inproc":
-		return nil
-	case "mpi":
-		return errors.New("--backend mpi needs a binary built with -tags mpi, started by mpirun")
-	}
-	return fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", backend)
 }
 
 // options wires the pipeline named by cfg to comm; only a process that logs shows progress.
@@ -79,32 +73,38 @@ func link(cfg trainer.Config) (bandwidth float64, latency time.Duration, err err
 	return bandwidth, latency, nil
 }
 
-// runWorker is one rank of a job over TCP: the launcher, mpirun or a user on each machine
-// started it with its rank in the environment.
+// runWorker is one rank of a job: the launcher, mpirun or a user on each machine started it
+// with its rank in the environment.
 func runWorker(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) error {
-	if cfg.Backend != "tcp" {
-		return checkBackendForWorker(cfg.Backend)
-	}
-	bandwidth, latency, err := link(cfg)
-	if err != nil {
-		return err
-	}
-	env.BindAddr, env.Timeout, env.Bandwidth, env.Latency = cfg.BindAddr, cfg.Timeout, bandwidth, latency
-	comm, err := dist.DialTCP(ctx, env)
+	comm, err := joinJob(ctx, cfg, env)
 	if err != nil {
 		return fmt.Errorf("rank %d joining the job: %w", env.Rank, err)
 	}
 	defer comm.Close()
-	cfg.Workers = env.Size
-	_, err = trainer.Run(ctx, cfg, options(cfg, comm, env.Rank == 0))
+	cfg.Workers = comm.Size()
+	_, err = trainer.Run(ctx, cfg, options(cfg, comm, comm.Rank() == 0))
 	return err
 }
 
-func checkBackendForWorker(backend string) error {
-	if err := checkBackend(backend); err != nil {
-		return err
+// joinJob connects this worker to the others over the configured backend.
+func joinJob(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) (dist.Communicator, error) {
+	switch cfg.Backend {
+	case "mpi":
+		if cfg.Bandwidth != "" || cfg.Latency != "" {
+			return nil, errors.New("--bandwidth and --latency emulate links inside the tcp and inproc backends, not under MPI")
+		}
+		return dist.NewMPI()
+	case "tcp":
+		bandwidth, latency, err := link(cfg)
+		if err != nil {
+			return nil, err
+		}
+		env.BindAddr, env.Timeout, env.Bandwidth, env.Latency = cfg.BindAddr, cfg.Timeout, bandwidth, latency
+		return dist.DialTCP(ctx, env)
+	case "inproc":
+		return nil, errors.New("--backend inproc runs all ranks in one process: use it with --workers, not as a worker")
 	}
-	return fmt.Errorf("--backend %s cannot run as a worker process; use tcp", backend)
+	return nil, fmt.Errorf("unknown backend %q", cfg.Backend)
 }
 
 // runInProc runs cfg.Workers ranks as goroutines of this process, over in-memory links.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/trainer"
@@ -54,5 +55,21 @@ func TestTwoRanksMatchOneProcessAtTheSameGlobalBatch(t *testing.T) {
 	close("eval accuracy", *one.Eval.Accuracy, *two.Eval.Accuracy)
 	if *one.Eval.Loss == *one.Eval.Loss && one.Eval.Samples != two.Eval.Samples {
 		t.Errorf("evaluated %d and %d samples", one.Eval.Samples, two.Eval.Samples)
+	}
+}
+
+func TestBackendErrors(t *testing.T) {
+	for _, tc := range []struct {
+		backend, want string
+	}{
+		{"bogus", `unknown backend "bogus"`},
+		{"mpi", "mpirun"},
+	} {
+		cfg := trainer.Defaults()
+		cfg.Backend, cfg.Model, cfg.Dataset, cfg.MaxSteps, cfg.Out = tc.backend, "mlp", "synthetic", 1, t.TempDir()
+		err := train(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--backend %s: error %v, want one saying %q", tc.backend, err, tc.want)
+		}
 	}
 }
