@@ -25,14 +25,15 @@ func train(ctx context.Context, cfg trainer.Config) error {
 	default:
 		return fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", cfg.Backend)
 	}
+	if cfg.Backend == "mpi" {
+		return runMPIWorker(ctx, cfg)
+	}
 	env, err := dist.ConfigFromEnv()
 	switch {
 	case err == nil:
 		return runWorker(ctx, cfg, env)
 	case !errors.Is(err, dist.ErrNoEnv):
 		return err
-	case cfg.Backend == "mpi":
-		return errors.New("--backend mpi: start the workers with mpirun, from a binary built with -tags mpi")
 	case cfg.Workers > 1 && cfg.Backend == "inproc":
 		return runInProc(ctx, cfg)
 	case cfg.Workers > 1:
@@ -73,38 +74,45 @@ func link(cfg trainer.Config) (bandwidth float64, latency time.Duration, err err
 	return bandwidth, latency, nil
 }
 
-// runWorker is one rank of a job: the launcher, mpirun or a user on each machine started it
-// with its rank in the environment.
+// runWorker is one rank of a TCP job: the launcher or a user on each machine started it with
+// its rank in the environment.
 func runWorker(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) error {
-	comm, err := joinJob(ctx, cfg, env)
+	if cfg.Backend == "inproc" {
+		return errors.New("--backend inproc runs all ranks in one process: use it with --workers, not as a worker")
+	}
+	bandwidth, latency, err := link(cfg)
+	if err != nil {
+		return err
+	}
+	env.BindAddr, env.Timeout, env.Bandwidth, env.Latency = cfg.BindAddr, cfg.Timeout, bandwidth, latency
+	comm, err := dist.DialTCP(ctx, env)
 	if err != nil {
 		return fmt.Errorf("rank %d joining the job: %w", env.Rank, err)
 	}
-	defer comm.Close()
-	cfg.Workers = comm.Size()
-	_, err = trainer.Run(ctx, cfg, options(cfg, comm, comm.Rank() == 0))
-	return err
+	return trainAs(ctx, cfg, comm)
 }
 
-// joinJob connects this worker to the others over the configured backend.
-func joinJob(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) (dist.Communicator, error) {
-	switch cfg.Backend {
-	case "mpi":
-		if cfg.Bandwidth != "" || cfg.Latency != "" {
-			return nil, errors.New("--bandwidth and --latency emulate links inside the tcp and inproc backends, not under MPI")
-		}
-		return dist.NewMPI()
-	case "tcp":
-		bandwidth, latency, err := link(cfg)
-		if err != nil {
-			return nil, err
-		}
-		env.BindAddr, env.Timeout, env.Bandwidth, env.Latency = cfg.BindAddr, cfg.Timeout, bandwidth, latency
-		return dist.DialTCP(ctx, env)
-	case "inproc":
-		return nil, errors.New("--backend inproc runs all ranks in one process: use it with --workers, not as a worker")
+// runMPIWorker is one rank of a job that mpirun started.
+func runMPIWorker(ctx context.Context, cfg trainer.Config) error {
+	if _, underMPI := os.LookupEnv(dist.EnvOMPISize); !underMPI && cfg.Workers > 1 {
+		return fmt.Errorf("--backend mpi: start the %d workers with mpirun -np %d, from a binary built with -tags mpi", cfg.Workers, cfg.Workers)
 	}
-	return nil, fmt.Errorf("unknown backend %q", cfg.Backend)
+	if cfg.Bandwidth != "" || cfg.Latency != "" {
+		return errors.New("--bandwidth and --latency emulate links inside the tcp and inproc backends, not under MPI")
+	}
+	comm, err := dist.NewMPI()
+	if err != nil {
+		return err
+	}
+	return trainAs(ctx, cfg, comm)
+}
+
+// trainAs trains as comm's rank; rank 0 logs and writes the results.
+func trainAs(ctx context.Context, cfg trainer.Config, comm dist.Communicator) error {
+	defer comm.Close()
+	cfg.Workers = comm.Size()
+	_, err := trainer.Run(ctx, cfg, options(cfg, comm, comm.Rank() == 0))
+	return err
 }
 
 // runInProc runs cfg.Workers ranks as goroutines of this process, over in-memory links.
