@@ -25,6 +25,9 @@ func train(ctx context.Context, cfg trainer.Config) error {
 	default:
 		return fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", cfg.Backend)
 	}
+	if _, _, err := link(cfg); err != nil {
+		return err // before any worker starts, rather than once in each
+	}
 	if cfg.Backend == "mpi" {
 		return runMPIWorker(ctx, cfg)
 	}

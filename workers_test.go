@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -61,16 +60,15 @@ func TestTwoRanksMatchOneProcessAtTheSameGlobalBatch(t *testing.T) {
 
 func TestBackendErrors(t *testing.T) {
 	for _, tc := range []struct {
-		backend, want string
+		backend, bandwidth, want string
 	}{
-		{"bogus", `unknown backend "bogus"`},
-		{"mpi", "built without MPI support"},
+		{"bogus", "", `unknown backend "bogus"`},
+		{"mpi", "", "mpirun -np 2"},
+		{"tcp", "fast", "--bandwidth"},
 	} {
 		cfg := trainer.Defaults()
 		cfg.Backend, cfg.Model, cfg.Dataset, cfg.MaxSteps, cfg.Out = tc.backend, "mlp", "synthetic", 1, t.TempDir()
-		if tc.backend == "mpi" && dist.MPIAvailable {
-			continue // an MPI build runs this as a job of one
-		}
+		cfg.Bandwidth, cfg.Workers = tc.bandwidth, 2
 		err := train(context.Background(), cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--backend %s: error %v, want one saying %q", tc.backend, err, tc.want)
