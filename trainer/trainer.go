@@ -177,7 +177,7 @@ func (r *run) train(ctx context.Context) error {
 				bar.finish()
 				return fmt.Errorf("interrupted at step %d: %w", r.step, err)
 			}
-			row, err := r.trainStep(epoch)
+			row, err := r.trainStep()
 			if err != nil {
 				bar.finish()
 				return fmt.Errorf("step %d (epoch %d): %w", r.step, epoch, err)
@@ -206,7 +206,7 @@ func (r *run) train(ctx context.Context) error {
 	return r.evaluate()
 }
 
-func (r *run) trainStep(epoch int) (Row, error) {
+func (r *run) trainStep() (Row, error) {
 	ZeroGrad(r.params)
 	start := time.Now()
 	res, err := r.model.TrainStep(&r.batch)
