@@ -55,6 +55,22 @@ type opCounters struct {
 	calls, failed, nanos, sent, recv atomic.Int64
 }
 
+// snapshot reads the counters into a Stats; a backend that sends no frames leaves them at 0.
+func (s *statCounters) snapshot() Stats {
+	op := func(k collKind) OpStats {
+		c := &s.ops[k]
+		return OpStats{Calls: c.calls.Load(), Failed: c.failed.Load(), Time: time.Duration(c.nanos.Load()),
+			BytesSent: c.sent.Load(), BytesRecv: c.recv.Load()}
+	}
+	return Stats{
+		BytesSent: s.sent.Load(), BytesRecv: s.recv.Load(),
+		FramesSent: s.framesSent.Load(), FramesRecv: s.framesRecv.Load(),
+		ControlBytesSent: s.ctlSent.Load(), ControlBytesRecv: s.ctlRecv.Load(),
+		AllReduce: op(collAllReduce), AllGatherV: op(collAllGatherV),
+		Broadcast: op(collBroadcast), Barrier: op(collBarrier),
+	}
+}
+
 // newEngine starts rank's engine over conns (conns[p] reaches peer p; conns[rank] is
 // nil). It owns the conns from then on.
 func newEngine(rank, size int, conns []net.Conn, o options) *engine {
@@ -232,21 +248,7 @@ func (e *engine) kill() {
 }
 
 // Stats implements Communicator.
-func (e *engine) Stats() Stats {
-	s := &e.stats
-	op := func(k collKind) OpStats {
-		c := &s.ops[k]
-		return OpStats{Calls: c.calls.Load(), Failed: c.failed.Load(), Time: time.Duration(c.nanos.Load()),
-			BytesSent: c.sent.Load(), BytesRecv: c.recv.Load()}
-	}
-	return Stats{
-		BytesSent: s.sent.Load(), BytesRecv: s.recv.Load(),
-		FramesSent: s.framesSent.Load(), FramesRecv: s.framesRecv.Load(),
-		ControlBytesSent: s.ctlSent.Load(), ControlBytesRecv: s.ctlRecv.Load(),
-		AllReduce: op(collAllReduce), AllGatherV: op(collAllGatherV),
-		Broadcast: op(collBroadcast), Barrier: op(collBarrier),
-	}
-}
+func (e *engine) Stats() Stats { return e.stats.snapshot() }
 
 func (e *engine) String() string {
 	return fmt.Sprintf("dist.Communicator(rank %d of %d)", e.rank, e.size)

@@ -307,20 +307,7 @@ func (m *mpiComm) Barrier() error {
 // per collective, the volume the bandwidth-optimal algorithm moves through this rank (see
 // allReduceVolume, allGatherVolume, broadcastVolume), counted when it succeeds. The
 // descriptor exchanges and goodbyes count as control bytes. Frames are not counted.
-func (m *mpiComm) Stats() Stats {
-	s := &m.stats
-	op := func(k collKind) OpStats {
-		c := &s.ops[k]
-		return OpStats{Calls: c.calls.Load(), Failed: c.failed.Load(), Time: time.Duration(c.nanos.Load()),
-			BytesSent: c.sent.Load(), BytesRecv: c.recv.Load()}
-	}
-	return Stats{
-		BytesSent: s.sent.Load(), BytesRecv: s.recv.Load(),
-		ControlBytesSent: s.ctlSent.Load(), ControlBytesRecv: s.ctlRecv.Load(),
-		AllReduce: op(collAllReduce), AllGatherV: op(collAllGatherV),
-		Broadcast: op(collBroadcast), Barrier: op(collBarrier),
-	}
-}
+func (m *mpiComm) Stats() Stats { return m.stats.snapshot() }
 
 // Close implements Communicator. Under MPI a collective cannot be withdrawn once other
 // ranks may have joined it, so Close first lets this rank's issued collectives finish
