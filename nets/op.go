@@ -218,3 +218,25 @@ func (s scratch) at(c, n int) []float32 { return s[c][:n] }
 
 // finite reports whether x is neither NaN nor infinite.
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// weightedGrads builds the gradient nodes of a layer y = f(x, W) [+ b] whose inputs are
+// (x, W[, b]): dx = dxOp(W, dy) unless dxOp is nil (x is data), dW = dwOp(x, dy), and db as
+// dy summed over everything but the channel axis.
+func weightedGrads(in G.Nodes, grad *G.Node, dxOp, dwOp G.Op) (G.Nodes, error) {
+	res := make(G.Nodes, len(in))
+	var err error
+	if dxOp != nil {
+		if res[0], err = G.ApplyOp(dxOp, in[1], grad); err != nil {
+			return nil, err
+		}
+	}
+	if res[1], err = G.ApplyOp(dwOp, in[0], grad); err != nil {
+		return nil, err
+	}
+	if len(in) == 3 {
+		if res[2], err = channelSum(grad); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}

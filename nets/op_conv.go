@@ -297,24 +297,11 @@ func (o *convOp) DiffWRT(n int) []bool {
 }
 
 func (o *convOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
-	res := make(G.Nodes, len(in))
-	var err error
+	var dx G.Op
 	if o.needDX {
-		dx := &convDXOp{opBase: opBase{name: o.name + ".dx", arity: 2}, fwd: o}
-		if res[0], err = G.ApplyOp(dx, in[1], grad); err != nil {
-			return nil, err
-		}
+		dx = &convDXOp{opBase: opBase{name: o.name + ".dx", arity: 2}, fwd: o}
 	}
-	dw := &convDWOp{opBase: opBase{name: o.name + ".dw", arity: 2}, fwd: o}
-	if res[1], err = G.ApplyOp(dw, in[0], grad); err != nil {
-		return nil, err
-	}
-	if o.arity == 3 {
-		if res[2], err = channelSum(grad); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return weightedGrads(in, grad, dx, &convDWOp{opBase: opBase{name: o.name + ".dw", arity: 2}, fwd: o})
 }
 
 // convDXOp computes the input gradient: col2im(Wᵀ·dy) per image.

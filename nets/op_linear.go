@@ -80,24 +80,11 @@ func (o *linearOp) DiffWRT(n int) []bool {
 }
 
 func (o *linearOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
-	res := make(G.Nodes, len(in))
-	var err error
+	var dx G.Op
 	if o.needDX {
-		dx := &linearDXOp{opBase: opBase{name: "linear.dx", arity: 2}, fwd: o}
-		if res[0], err = G.ApplyOp(dx, in[1], grad); err != nil {
-			return nil, err
-		}
+		dx = &linearDXOp{opBase: opBase{name: "linear.dx", arity: 2}, fwd: o}
 	}
-	dw := &linearDWOp{opBase: opBase{name: "linear.dw", arity: 2}, fwd: o}
-	if res[1], err = G.ApplyOp(dw, in[0], grad); err != nil {
-		return nil, err
-	}
-	if o.arity == 3 {
-		if res[2], err = channelSum(grad); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return weightedGrads(in, grad, dx, &linearDWOp{opBase: opBase{name: "linear.dw", arity: 2}, fwd: o})
 }
 
 // linearDXOp computes dx = dy·W.
