@@ -80,7 +80,7 @@ func TestErrorFeedback(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const n, k, steps = 200, 5, 30
 	var m Residual
-	var s Selector
+	var s TopK
 	var idx []int32
 	total := make([]float64, n)
 	sent := make([]float64, n)
@@ -93,7 +93,7 @@ func TestErrorFeedback(t *testing.T) {
 			t.Fatal(err)
 		}
 		var err error
-		if idx, err = s.TopK(g, k, idx); err != nil {
+		if idx, err = s.Select(g, k, idx); err != nil {
 			t.Fatal(err)
 		}
 		for _, i := range idx {

@@ -279,12 +279,12 @@ func TestScatterAdd(t *testing.T) {
 func TestSparsePipeline(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	const world, n, k = 3, 500, 20
-	var s Selector
+	var s TopK
 	want := make([]float64, n)
 	var bufs [][]byte
 	for range world {
 		g := randGrad(r, n, 0)
-		idx, err := s.TopK(g, k, nil)
+		idx, err := s.Select(g, k, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

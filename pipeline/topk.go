@@ -26,21 +26,29 @@ func magKey(x float32) uint32 { return math.Float32bits(x) & 0x7fffffff }
 // infKey is the key of +Inf; every key at or above it is Inf or NaN.
 const infKey = 0x7f800000
 
-// smallTopK is the length below which TopK selects with quickselect on a copy of the keys:
+// smallTopK is the length below which TopK.Select selects with quickselect on a copy of the keys:
 // for short tensors the radix path's histogram scans and clears would cost more than the
-// data, and per-tensor sparsification calls TopK on many small tensors.
+// data, and per-tensor sparsification selects on many small tensors.
 const smallTopK = 1 << 12
 
-// Selector finds the k largest-magnitude elements of gradients. It keeps its scratch buffers
-// between calls, so a Selector reused for every step does not allocate once warmed up. A
-// Selector is not safe for concurrent use; give each goroutine its own.
-type Selector struct {
+// A Selector picks the elements of a gradient a sparsifying pipeline sends: about k of
+// them, returned as ascending indices in idx[:0] (reallocated only when its capacity is too
+// small, so passing the previous result back avoids allocation). A NaN or ±Inf element is a
+// *NonFiniteError. Selectors keep scratch buffers between calls and are not safe for
+// concurrent use: give each goroutine its own.
+type Selector interface {
+	Select(g []float32, k int, idx []int32) ([]int32, error)
+}
+
+// TopK is the exact top-k Selector: the k largest-magnitude elements. Reused for every step
+// it does not allocate once warmed up.
+type TopK struct {
 	hist1 []uint32 // counts by the high 16 bits of the key (the sign bit is always 0)
 	hist2 []uint32 // counts by the low 16 bits, within the threshold's high bucket
 	keys  []uint32 // copy of the keys for the quickselect path
 }
 
-// TopK returns the indices of the k elements of g with the largest |g[i]|, in ascending
+// Select returns the indices of the k elements of g with the largest |g[i]|, in ascending
 // index order, written into idx[:0] (idx is reallocated only if its capacity is below k, so
 // passing the previous result back avoids allocation). k is clamped to [0, len(g)].
 //
@@ -49,7 +57,7 @@ type Selector struct {
 // It runs in O(n): a two-pass 16-bit radix histogram on the magnitude bits finds the exact
 // k-th largest key, and a third pass collects the indices, so no full sort is ever done.
 // Any NaN or ±Inf in g is reported as a *NonFiniteError.
-func (s *Selector) TopK(g []float32, k int, idx []int32) ([]int32, error) {
+func (s *TopK) Select(g []float32, k int, idx []int32) ([]int32, error) {
 	n := len(g)
 	if n > math.MaxInt32 {
 		return idx[:0], fmt.Errorf("pipeline: top-k over %d elements: indices overflow int32", n)
@@ -103,7 +111,7 @@ func (s *Selector) TopK(g []float32, k int, idx []int32) ([]int32, error) {
 // thresholdRadix returns the key of the k-th largest magnitude of g, 1 <= k < len(g), and
 // how many elements equal to it the top k holds, with two histogram passes: the first over the high 16 bits of every key, the second over the
 // low 16 bits of the keys in the bucket that holds the k-th largest.
-func (s *Selector) thresholdRadix(g []float32, k int) (uint32, int, error) {
+func (s *TopK) thresholdRadix(g []float32, k int) (uint32, int, error) {
 	if s.hist1 == nil {
 		s.hist1 = make([]uint32, 1<<15)
 		s.hist2 = make([]uint32, 1<<16)
@@ -150,7 +158,7 @@ func (s *Selector) thresholdRadix(g []float32, k int) (uint32, int, error) {
 }
 
 // thresholdSelect is thresholdRadix by quickselect on a copy of the keys.
-func (s *Selector) thresholdSelect(g []float32, k int) (uint32, int, error) {
+func (s *TopK) thresholdSelect(g []float32, k int) (uint32, int, error) {
 	if cap(s.keys) < len(g) {
 		s.keys = make([]uint32, len(g), max(len(g), smallTopK))
 	}

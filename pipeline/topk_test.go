@@ -80,13 +80,13 @@ func TestTopK(t *testing.T) {
 		}
 		cases = append(cases, tc{fmt.Sprintf("one high bucket n=%d", n), sameHigh, n/2 + 1})
 	}
-	var s Selector
+	var s TopK
 	var idx []int32
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			in := slices.Clone(c.g)
 			var err error
-			idx, err = s.TopK(c.g, c.k, idx)
+			idx, err = s.Select(c.g, c.k, idx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func trunc(a []int32) []int32 {
 func TestTopKNonFinite(t *testing.T) {
 	nan := float32(math.NaN())
 	inf := float32(math.Inf(1))
-	var s Selector
+	var s TopK
 	for _, n := range []int{5, smallTopK + 10} {
 		for _, k := range []int{0, 1, 2, n} {
 			for _, bad := range []float32{nan, inf, -inf} {
@@ -120,7 +120,7 @@ func TestTopKNonFinite(t *testing.T) {
 				}
 				pos := n - 2
 				g[pos] = bad
-				_, err := s.TopK(g, k, nil)
+				_, err := s.Select(g, k, nil)
 				var nf *NonFiniteError
 				if !errors.As(err, &nf) || nf.Index != pos {
 					t.Fatalf("n=%d k=%d value %v: err %v, want NonFiniteError at %d", n, k, bad, err, pos)
@@ -129,7 +129,7 @@ func TestTopKNonFinite(t *testing.T) {
 		}
 		// A failed call must not leave stale state behind.
 		g := randGrad(rand.New(rand.NewPCG(3, 4)), n, 0)
-		got, err := s.TopK(g, 3, nil)
+		got, err := s.Select(g, 3, nil)
 		if err != nil || !slices.Equal(got, refTopK(g, 3)) {
 			t.Fatalf("after an error: %v, %v; want %v", got, err, refTopK(g, 3))
 		}
@@ -165,14 +165,14 @@ func TestTopKAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, n := range []int{100, 100000} {
 		g := randGrad(r, n, 0)
-		var s Selector
+		var s TopK
 		k := n / 100
-		idx, err := s.TopK(g, k, nil)
+		idx, err := s.Select(g, k, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		allocs := testing.AllocsPerRun(10, func() {
-			idx, err = s.TopK(g, k, idx)
+			idx, err = s.Select(g, k, idx)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -190,11 +190,11 @@ func BenchmarkTopK(b *testing.B) {
 		g := benchGrad(n)
 		k := n / 100
 		b.Run(fmt.Sprintf("selector/n=%d", n), func(b *testing.B) {
-			var s Selector
+			var s TopK
 			var idx []int32
 			b.SetBytes(int64(4 * n))
 			for b.Loop() {
-				idx, _ = s.TopK(g, k, idx)
+				idx, _ = s.Select(g, k, idx)
 			}
 		})
 		b.Run(fmt.Sprintf("sort/n=%d", n), func(b *testing.B) {
