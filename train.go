@@ -8,24 +8,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-	"github.com/ssfusion/ssfusion/baselines"
-	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/trainer"
 )
-
-// pipelines maps --pipeline names to constructors. A new pipeline registers here; the trainer
-// knows only the pipeline.Pipeline interface. comm is nil in a single process.
-var pipelines = map[string]func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error){
-	"dense": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		if comm == nil || comm.Size() == 1 {
-			return pipeline.NewLocal(tensors), nil
-		}
-		return baselines.NewDense(comm, tensors, fusionBytes(cfg))
-	},
-}
-
-func fusionBytes(cfg *trainer.Config) int { return int(cfg.FusionMB * (1 << 20)) }
 
 func newTrainCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -58,7 +43,7 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.String("model", d.Model, "model: mlp, resnet8|20|32|56|110, resnet18, vgg11|13|16|19, lstm")
 	f.String("dataset", d.Dataset, "data set: mnist (embedded), fashion-mnist, cifar10, cifar100, ptb, wikitext2, synthetic, synthetic-text")
 	f.String("data-dir", d.DataDir, "folder holding the data set's files (default for mnist: the copy in the Go module cache)")
-	f.String("pipeline", d.Pipeline, "gradient pipeline: dense")
+	f.String("pipeline", d.Pipeline, "gradient pipeline: "+strings.Join(sortedKeys(pipelines), ", "))
 	f.Int("workers", d.Workers, "worker processes")
 	f.Int("epochs", d.Epochs, "epochs to train (0: one epoch, or as many as --max-steps needs)")
 	f.Int("max-steps", d.MaxSteps, "stop after this many steps (0: no limit)")
@@ -84,8 +69,13 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.String("augment", d.Augment, "image augmentation: auto (crop-flip for CIFAR), none, crop-flip")
 	f.Float64("density", d.Density, "fraction of gradient elements a sparsifying pipeline sends")
 	f.Float64("fusion-mb", d.FusionMB, "fusion buffer threshold in MB")
-	f.String("selector", d.Selector, "sparsifying selector")
+	f.String("selector", d.Selector, "element selector of sparsifying pipelines: "+strings.Join(pipeline.SelectorNames(), ", "))
 	f.Int("select-threshold", d.SelectThreshold, "SSFusion: tensors with at least this many elements are sparsified")
+	f.Int("select-workers", d.SelectWorkers, "SSFusion: goroutines that run offloaded selection")
+	f.Bool("momentum-correction", d.MomentumCorrection, "sparsifying pipelines: apply momentum before selection (DGC); the optimizer then runs without")
+	f.Float64("cost-alpha", d.CostAlpha, "SSFusion cost model: start-up time per message, seconds (e.g. 5.2e-4)")
+	f.Float64("cost-beta", d.CostBeta, "SSFusion cost model: time per byte, seconds (e.g. 8.6e-10); 0 turns the cost model off")
+	f.Float64("select-ns", d.SelectNS, "SSFusion cost model: selection time per element, nanoseconds")
 	f.String("backend", d.Backend, "collectives backend: tcp, inproc, mpi")
 	f.String("bandwidth", d.Bandwidth, "emulated link bandwidth, e.g. 1Gbit (empty: unlimited)")
 	f.String("latency", d.Latency, "emulated link latency, e.g. 100us")

@@ -52,6 +52,9 @@ func options(cfg trainer.Config, comm dist.Communicator, logs bool) trainer.Opti
 	opts := trainer.Options{
 		Comm: comm,
 		NewPipeline: func(cfg *trainer.Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+			if comm == nil {
+				return buildAlone(build, cfg, tensors)
+			}
 			return build(cfg, comm, tensors)
 		},
 	}
@@ -63,6 +66,26 @@ func options(cfg trainer.Config, comm dist.Communicator, logs bool) trainer.Opti
 	}
 	return opts
 }
+
+// buildAlone builds the pipeline of a single process on a one-rank communicator, which the
+// pipeline's Close then closes.
+func buildAlone(build newPipeline, cfg *trainer.Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+	comm := dist.NewInProc(1)[0]
+	p, err := build(cfg, comm, tensors)
+	if err != nil {
+		comm.Close()
+		return nil, err
+	}
+	return closeBoth{p, comm}, nil
+}
+
+// closeBoth is a pipeline that also owns its communicator.
+type closeBoth struct {
+	pipeline.Pipeline
+	comm dist.Communicator
+}
+
+func (c closeBoth) Close() error { return errors.Join(c.Pipeline.Close(), c.comm.Close()) }
 
 // link turns the link-emulation and failure flags into communicator options.
 func link(cfg trainer.Config) (bandwidth float64, latency time.Duration, err error) {

@@ -75,3 +75,54 @@ func TestBackendErrors(t *testing.T) {
 		}
 	}
 }
+
+// Every registered pipeline must leave all ranks with bit-identical parameters after every
+// step, and report what it sent. On the MLP, whose biases have small gradients next to its
+// weight matrices, multi-tensor sparsification misses tensors; the others never do.
+func TestEveryPipelineKeepsRanksIdentical(t *testing.T) {
+	for _, name := range sortedKeys(pipelines) {
+		t.Run(name, func(t *testing.T) {
+			cfg := trainer.Defaults()
+			cfg.Model, cfg.Dataset, cfg.MaxSteps, cfg.EvalSamples = "mlp", "mnist", 12, 200
+			cfg.Workers, cfg.BatchSize, cfg.Backend, cfg.CheckEvery = 3, 8, "inproc", 1
+			cfg.Pipeline, cfg.Density, cfg.SelectThreshold, cfg.Out = name, 0.01, 1000, t.TempDir()
+			if err := train(context.Background(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			s := readSummary(t, cfg.Out)
+			if s.Consistency.ParamChecksumEqual == nil || !*s.Consistency.ParamChecksumEqual {
+				t.Fatalf("ranks diverged: %+v", s.Consistency)
+			}
+			if s.Traffic.BytesSentPerStep == nil || *s.Traffic.BytesSentPerStep <= 0 {
+				t.Errorf("bytes sent per step: %v", s.Traffic.BytesSentPerStep)
+			}
+			if name == "dense" {
+				return
+			}
+			sp := s.Sparsity
+			if sp.DensityAchieved == nil || sp.TensorsMissingPerStep == nil {
+				t.Fatalf("a sparsifying pipeline reports no density: %+v", sp)
+			}
+			if *s.Traffic.BytesSentPerStep >= *s.Traffic.DenseBytesPerStep/4 {
+				t.Errorf("sent %g bytes per step, dense would send %g", *s.Traffic.BytesSentPerStep, *s.Traffic.DenseBytesPerStep)
+			}
+			if missing := *sp.TensorsMissingPerStep; (name == "multitensor") != (missing > 0) {
+				t.Errorf("%g tensors missing per step", missing)
+			}
+		})
+	}
+}
+
+func TestMomentumCorrection(t *testing.T) {
+	cfg := trainer.Defaults()
+	cfg.Model, cfg.Dataset, cfg.MaxSteps, cfg.EvalSamples = "mlp", "mnist", 5, 100
+	cfg.Workers, cfg.BatchSize, cfg.Backend, cfg.Pipeline = 2, 8, "inproc", "pertensor"
+	cfg.MomentumCorrection, cfg.Out = true, t.TempDir()
+	if err := train(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Pipeline = "dense"
+	if err := train(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "momentum-correction") {
+		t.Errorf("dense with momentum correction: error %v, want one naming momentum-correction", err)
+	}
+}

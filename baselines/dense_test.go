@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
@@ -131,9 +132,10 @@ func TestDenseStartsAllreduceDuringBackward(t *testing.T) {
 				return
 			}
 			for s := range 2 {
+				before := comms[r].Stats().AllReduce.Calls
 				for i, id := range []int{2, 1, 0} {
 					if i == 2 && s == 1 {
-						issuedBeforeLastPush[r] = d.issued
+						issuedBeforeLastPush[r] = waitCalls(comms[r], before+2) - int(before)
 					}
 					if err := d.Push(id, tensors[id].Grad); err != nil {
 						t.Error(err)
@@ -176,5 +178,18 @@ func TestDenseRejectsBadPushes(t *testing.T) {
 	}
 	if _, err := NewDense(comms[0], nil, 0); err == nil {
 		t.Error("a zero threshold was accepted")
+	}
+}
+
+// waitCalls waits, up to a generous deadline, until comm has issued at least want
+// allreduces, and returns how many it has issued.
+func waitCalls(comm dist.Communicator, want int64) int {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := comm.Stats().AllReduce.Calls
+		if n >= want || time.Now().After(deadline) {
+			return int(n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

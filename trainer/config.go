@@ -48,16 +48,26 @@ type Config struct {
 
 	// Gradient pipeline and transport. Read by the pipelines and the dist layer; a single
 	// process records them only.
-	Density         float64       `mapstructure:"density" json:"density"`
-	FusionMB        float64       `mapstructure:"fusion-mb" json:"fusion_mb"`
-	Selector        string        `mapstructure:"selector" json:"selector"`
-	SelectThreshold int           `mapstructure:"select-threshold" json:"select_threshold"`
-	Backend         string        `mapstructure:"backend" json:"backend"`
-	Bandwidth       string        `mapstructure:"bandwidth" json:"bandwidth"`
-	Latency         string        `mapstructure:"latency" json:"latency"`
-	BindAddr        string        `mapstructure:"bind-addr" json:"bind_addr"`
-	Timeout         time.Duration `mapstructure:"timeout" json:"timeout"`
-	CheckEvery      int           `mapstructure:"check-every" json:"check_every"`
+	Density         float64 `mapstructure:"density" json:"density"`
+	FusionMB        float64 `mapstructure:"fusion-mb" json:"fusion_mb"`
+	Selector        string  `mapstructure:"selector" json:"selector"`
+	SelectThreshold int     `mapstructure:"select-threshold" json:"select_threshold"`
+	SelectWorkers   int     `mapstructure:"select-workers" json:"select_workers"`
+	// MomentumCorrection moves SGD momentum into a sparsifying pipeline's error-feedback
+	// memory (DGC); the optimizer then runs without momentum.
+	MomentumCorrection bool `mapstructure:"momentum-correction" json:"momentum_correction"`
+	// CostAlpha (seconds per message) and CostBeta (seconds per byte) configure SSFusion's
+	// cost model; CostBeta 0 leaves the size threshold alone in charge. SelectNS is the
+	// selection cost per element the model assumes, in nanoseconds.
+	CostAlpha  float64       `mapstructure:"cost-alpha" json:"cost_alpha"`
+	CostBeta   float64       `mapstructure:"cost-beta" json:"cost_beta"`
+	SelectNS   float64       `mapstructure:"select-ns" json:"select_ns"`
+	Backend    string        `mapstructure:"backend" json:"backend"`
+	Bandwidth  string        `mapstructure:"bandwidth" json:"bandwidth"`
+	Latency    string        `mapstructure:"latency" json:"latency"`
+	BindAddr   string        `mapstructure:"bind-addr" json:"bind_addr"`
+	Timeout    time.Duration `mapstructure:"timeout" json:"timeout"`
+	CheckEvery int           `mapstructure:"check-every" json:"check_every"`
 
 	Out string `mapstructure:"out" json:"out"`
 }
@@ -87,6 +97,8 @@ func Defaults() Config {
 		FusionMB:        64,
 		Selector:        "topk",
 		SelectThreshold: 8192,
+		SelectWorkers:   1,
+		SelectNS:        3,
 		Backend:         "tcp",
 		BindAddr:        "127.0.0.1",
 		Timeout:         60 * time.Second,
@@ -182,6 +194,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Density <= 0 || c.Density > 1 {
 		bad("density must be in (0, 1], got %g", c.Density)
+	}
+	if c.SelectThreshold < 0 {
+		bad("select-threshold must not be negative, got %d", c.SelectThreshold)
+	}
+	if c.SelectWorkers < 1 {
+		bad("select-workers must be at least 1, got %d", c.SelectWorkers)
+	}
+	if c.CostAlpha < 0 || c.CostBeta < 0 || c.SelectNS < 0 {
+		bad("cost-alpha, cost-beta and select-ns must not be negative, got %g, %g, %g", c.CostAlpha, c.CostBeta, c.SelectNS)
+	}
+	if c.MomentumCorrection && (c.Momentum <= 0 || c.Momentum >= 1) {
+		bad("momentum-correction needs a momentum in (0, 1), got %g", c.Momentum)
 	}
 	if c.FusionMB <= 0 {
 		bad("fusion-mb must be positive, got %g", c.FusionMB)

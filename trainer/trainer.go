@@ -128,7 +128,11 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 			r.hookErr = err
 		}
 	})
-	r.opt = NewSGD(r.params, cfg.Momentum, cfg.Nesterov, cfg.WeightDecay)
+	momentum := cfg.Momentum
+	if cfg.MomentumCorrection {
+		momentum = 0 // the pipeline's memory applies it before selection
+	}
+	r.opt = NewSGD(r.params, momentum, cfg.Nesterov, cfg.WeightDecay)
 	perEpoch := d.train.StepsPerEpoch()
 	r.sched = Schedule{
 		Base: cfg.LR, Kind: cfg.Schedule, Milestones: cfg.Milestones, Gamma: cfg.Gamma,

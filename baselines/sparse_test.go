@@ -1,0 +1,217 @@
+package baselines
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
+)
+
+func sparseFactory(name string, thresholdBytes int, cfg pipeline.SparseConfig) pipelinetest.Factory {
+	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		if name == "pertensor" {
+			return NewPerTensor(comm, tensors, thresholdBytes, cfg)
+		}
+		return NewMultiTensor(comm, tensors, thresholdBytes, cfg)
+	}
+}
+
+// TestSparseAtDensityOneIsDense: sending every element must give the dense average.
+func TestSparseAtDensityOneIsDense(t *testing.T) {
+	sizes := []int{300, 7, 1, 0, 2000, 64}
+	grads := pipelinetest.Normal(sizes, nil)
+	for _, name := range []string{"pertensor", "multitensor"} {
+		for _, threshold := range []int{4 * 100, 1 << 20} {
+			res, err := pipelinetest.Run(3, sizes, nil, 3, grads, sparseFactory(name, threshold, pipeline.SparseConfig{Density: 1, Selector: "topk"}))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for s := range 3 {
+				want := pipelinetest.Mean(3, s, grads)
+				for r := range res {
+					for i := range sizes {
+						for j, w := range want[i] {
+							if got := res[r].Grads[s][i][j]; math.Abs(float64(got)-w) > 1e-6 {
+								t.Fatalf("%s, threshold %d, rank %d, step %d, tensor %d[%d]: %g, dense average %g", name, threshold, r, s, i, j, got, w)
+							}
+						}
+					}
+					m := res[r].Metrics[s]
+					if !m.HasDensity || m.DensityAchieved != 1 || m.TensorsMissing != 0 {
+						t.Errorf("%s: rank %d step %d metrics %+v, want density 1 and nothing missing", name, r, s, m)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestMissingTensors: next to large tensors with large gradients, tensors with small
+// gradients (biases, norms) lose the buffer-wide top-k in multi-tensor sparsification and
+// go missing; per-tensor sparsification gives every tensor at least one element.
+func TestMissingTensors(t *testing.T) {
+	sizes := []int{4000, 16, 4000, 16, 4000}
+	scale := []float32{1, 1e-3, 1, 1e-3, 1}
+	grads := pipelinetest.Normal(sizes, scale)
+	cfg := pipeline.SparseConfig{Density: 0.01, Selector: "topk"}
+	const steps = 4
+	for _, tc := range []struct {
+		name        string
+		wantMissing bool
+	}{{"multitensor", true}, {"pertensor", false}} {
+		res, err := pipelinetest.Run(2, sizes, nil, steps, grads, sparseFactory(tc.name, 1<<20, cfg))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for r := range res {
+			for s, m := range res[r].Metrics {
+				if got := m.TensorsMissing > 0; got != tc.wantMissing {
+					t.Errorf("%s rank %d step %d: %d tensors missing", tc.name, r, s, m.TensorsMissing)
+				}
+				if s == 0 && tc.wantMissing {
+					// In the first step the small tensors have nothing that could compete:
+					// exactly both go missing, and their averaged gradient is zero.
+					if m.TensorsMissing != 2 {
+						t.Errorf("%s rank %d: %d tensors missing in step 0, want 2", tc.name, r, m.TensorsMissing)
+					}
+					if g := res[r].Grads[0][1]; slices.ContainsFunc(g, func(v float32) bool { return v != 0 }) {
+						t.Errorf("%s: a missing tensor has a non-zero aggregated gradient", tc.name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPerTensorAggregates compares per-tensor sparsification with a direct computation:
+// every rank's top k_i of its error-fed gradient, averaged.
+func TestPerTensorAggregates(t *testing.T) {
+	sizes := []int{500, 3, 5000, 40}
+	grads := pipelinetest.Normal(sizes, nil)
+	const world, steps, density = 3, 4, 0.02
+	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, sparseFactory("pertensor", 4*600, pipeline.SparseConfig{Density: density, Selector: "topk"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	residual := make([][][]float32, world)
+	for r := range residual {
+		residual[r] = make([][]float32, len(sizes))
+		for i, n := range sizes {
+			residual[r][i] = make([]float32, n)
+		}
+	}
+	for s := range steps {
+		want := make([][]float64, len(sizes))
+		for i := range want {
+			want[i] = make([]float64, sizes[i])
+		}
+		for r := range world {
+			g := grads(r, s)
+			for i := range sizes {
+				acc := residual[r][i]
+				for j := range acc {
+					acc[j] += g[i][j]
+				}
+				for _, j := range sortTopK(acc, pipeline.KFor(sizes[i], density)) {
+					want[i][j] += float64(acc[j]) / world
+					acc[j] = 0
+				}
+			}
+		}
+		for r := range world {
+			for i := range sizes {
+				for j, w := range want[i] {
+					if got := res[r].Grads[s][i][j]; math.Abs(float64(got)-w) > 1e-6 {
+						t.Fatalf("rank %d step %d tensor %d[%d]: %g, want %g", r, s, i, j, got, w)
+					}
+				}
+			}
+		}
+	}
+}
+
+// sortTopK is the reference selection: the k largest magnitudes by sorting, ties to the
+// lower index.
+func sortTopK(g []float32, k int) []int {
+	idx := make([]int, len(g))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		x, y := math.Abs(float64(g[a])), math.Abs(float64(g[b]))
+		switch {
+		case x > y:
+			return -1
+		case x < y:
+			return 1
+		}
+		return 0
+	})
+	return idx[:k]
+}
+
+// TestSparseRanksAgree: every rank must end each step with bit-identical gradients, or
+// the model replicas drift apart.
+func TestSparseRanksAgree(t *testing.T) {
+	sizes := []int{1000, 10, 3000, 33, 1}
+	grads := pipelinetest.Normal(sizes, nil)
+	for _, name := range []string{"pertensor", "multitensor"} {
+		res, err := pipelinetest.Run(4, sizes, nil, 5, grads, sparseFactory(name, 4*1500, pipeline.SparseConfig{Density: 0.05, Selector: "topk"}))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for r := 1; r < len(res); r++ {
+			for s := range res[r].Grads {
+				for i := range sizes {
+					if !slices.Equal(res[r].Grads[s][i], res[0].Grads[s][i]) {
+						t.Fatalf("%s: rank %d differs from rank 0 in step %d, tensor %d", name, r, s, i)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSparseConfigErrors(t *testing.T) {
+	comm := dist.NewInProc(1)[0]
+	defer comm.Close()
+	tensors := pipelinetest.Tensors([]int{10})
+	for _, cfg := range []pipeline.SparseConfig{
+		{Density: 0, Selector: "topk"},
+		{Density: 1.5, Selector: "topk"},
+		{Density: 0.1, Selector: "nope"},
+		{Density: 0.1, Selector: "topk", Momentum: 1},
+	} {
+		if _, err := NewPerTensor(comm, tensors, 1024, cfg); err == nil {
+			t.Errorf("per-tensor accepted %+v", cfg)
+		}
+		if _, err := NewMultiTensor(comm, tensors, 1024, cfg); err == nil {
+			t.Errorf("multi-tensor accepted %+v", cfg)
+		}
+	}
+}
+
+func TestSparseRejectsNonFinite(t *testing.T) {
+	sizes := []int{100, 100}
+	grads := func(rank, step int) [][]float32 {
+		g := pipelinetest.Normal(sizes, nil)(rank, step)
+		if step == 1 {
+			g[0][7] = float32(math.NaN())
+		}
+		return g
+	}
+	for _, name := range []string{"pertensor", "multitensor"} {
+		_, err := pipelinetest.Run(2, sizes, nil, 2, grads, sparseFactory(name, 1<<20, pipeline.SparseConfig{Density: 0.1, Selector: "topk"}))
+		if err == nil {
+			t.Fatalf("%s: a NaN gradient passed", name)
+		}
+		var nf *pipeline.NonFiniteError
+		if !errors.As(err, &nf) {
+			t.Fatalf("%s: error %v is not a NonFiniteError", name, err)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/ssfusion/ssfusion/dist"
+)
+
+// DenseBuffer is the dense part of a fusion buffer: the gradients of some tensors packed
+// back to back, averaged across ranks by one allreduce.
+type DenseBuffer struct {
+	ids     []int
+	offsets []int
+	buf     []float32
+}
+
+// NewDenseBuffer returns the buffer of tensors ids (in their order in the buffer).
+func NewDenseBuffer(tensors []Tensor, ids []int) *DenseBuffer {
+	d := &DenseBuffer{ids: ids, offsets: make([]int, len(ids))}
+	n := 0
+	for i, id := range ids {
+		d.offsets[i] = n
+		n += len(tensors[id].Grad)
+	}
+	d.buf = make([]float32, n)
+	return d
+}
+
+// Put copies the gradient of the buffer's i-th tensor into place.
+func (d *DenseBuffer) Put(i int, grad []float32) { copy(d.buf[d.offsets[i]:], grad) }
+
+// Numel is the number of elements in the buffer.
+func (d *DenseBuffer) Numel() int { return len(d.buf) }
+
+// AllReduce starts averaging the buffer across ranks.
+func (d *DenseBuffer) AllReduce(comm dist.Communicator) Completion {
+	return comm.AllReduceAsync(d.buf, dist.Average).Wait
+}
+
+// Unpack copies the averaged gradients back into the tensors' Grad.
+func (d *DenseBuffer) Unpack(tensors []Tensor) {
+	for i, id := range d.ids {
+		g := tensors[id].Grad
+		copy(g, d.buf[d.offsets[i]:d.offsets[i]+len(g)])
+	}
+}
+
+// SparseBuffer is the sparse part of a fusion buffer: the selected (index, value) pairs of
+// some tensors, encoded into one message and exchanged by one allgather, then
+// scatter-averaged into the tensors' Grad.
+type SparseBuffer struct {
+	// Parts holds this rank's pairs, one entry per tensor of the buffer in buffer order.
+	// The pipeline fills Indices and Values before the allgather starts.
+	Parts []SparseTensor
+
+	member  map[int]int // tensor id -> element count, for the buffer's tensors only
+	dst     [][]float32 // by tensor id: Grad of the buffer's tensors, nil elsewhere
+	send    []byte
+	out     [][]byte
+	decoded [][]SparseTensor // by rank
+}
+
+// NewSparseBuffer returns the sparse buffer of tensors ids.
+func NewSparseBuffer(tensors []Tensor, ids []int) *SparseBuffer {
+	s := &SparseBuffer{Parts: make([]SparseTensor, len(ids)), member: make(map[int]int, len(ids)), dst: make([][]float32, len(tensors))}
+	for i, id := range ids {
+		s.Parts[i].ID = id
+		s.member[id] = len(tensors[id].Grad)
+		s.dst[id] = tensors[id].Grad
+	}
+	return s
+}
+
+// Pairs counts the pairs this rank sends.
+func (s *SparseBuffer) Pairs() int {
+	n := 0
+	for _, p := range s.Parts {
+		n += len(p.Indices)
+	}
+	return n
+}
+
+// AllGather encodes Parts and starts exchanging them with every rank.
+func (s *SparseBuffer) AllGather(comm dist.Communicator) Completion {
+	var err error
+	if s.send, err = AppendSparse(s.send[:0], s.Parts); err != nil {
+		return func() error { return err }
+	}
+	h := comm.AllGatherVAsync(s.send)
+	return func() error {
+		out, err := h.Wait()
+		s.out = out
+		return err
+	}
+}
+
+// Average sets every tensor of the buffer to the average of all ranks' sparse gradients;
+// elements no rank sent become zero. It checks every rank's message first: an unknown or
+// foreign tensor, an index out of range or a non-finite value is an error naming the rank.
+func (s *SparseBuffer) Average() error {
+	if len(s.decoded) < len(s.out) {
+		s.decoded = append(s.decoded, make([][]SparseTensor, len(s.out)-len(s.decoded))...)
+	}
+	numel := func(id int) int {
+		if n, ok := s.member[id]; ok {
+			return n
+		}
+		return -1
+	}
+	for r, msg := range s.out {
+		var err error
+		if s.decoded[r], err = DecodeSparse(msg, numel, s.decoded[r]); err != nil {
+			return fmt.Errorf("sparse gradients from rank %d: %w", r, err)
+		}
+	}
+	return ScatterAverage(s.dst, s.decoded[:len(s.out)], len(s.out))
+}

@@ -1,0 +1,175 @@
+package pipeline
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+)
+
+// A Stage is what one fusing pipeline does differently from another: how a gradient is
+// prepared (copied, selected, ...), which collectives a step issues and how their results
+// land in the gradients. Fusion drives a Stage and does the rest: checking pushes, learning
+// the fusion plan, ordering collectives and measuring the step.
+type Stage interface {
+	// Plan is called once, when the fusion plan is known, with the Fusion to signal. It
+	// returns the collectives each step issues, as the number of parts each one waits for
+	// (see Fusion.Done), and whether they must run one at a time.
+	Plan(f *Fusion, buckets []Bucket) (parts []int, serial bool, err error)
+	// Process prepares tensor id's gradient for this step; it runs on the pushing goroutine
+	// and calls f.Done for every part of a collective the gradient completes, possibly later
+	// from another goroutine. grad is valid only during the call.
+	Process(id int, slot Slot, grad []float32) error
+	// Issue starts collective i of the step; it runs on the controller's goroutine.
+	Issue(i int) Completion
+	// Finish writes the step's aggregated gradients into the tensors once every collective
+	// has completed.
+	Finish() error
+	// Close releases what the stage started.
+	Close() error
+}
+
+// Fusion is a Pipeline made of a Stage: tensor fusion in backprop order with the stage's
+// preparation and collectives.
+type Fusion struct {
+	stage       Stage
+	sparsifying bool
+	step        *Stepper
+	meter       *Meter
+	ctl         *Controller
+	parts       []int
+	pending     []atomic.Int32 // by collective: parts still to come this step
+	arrived     []int          // by bucket: tensors pushed this step
+	begun       bool
+	metrics     StepMetrics
+}
+
+// NewFusion returns the pipeline that runs stage over comm with fusion buffers of up to
+// thresholdBytes. A sparsifying pipeline reports density and missing tensors.
+func NewFusion(comm dist.Communicator, tensors []Tensor, thresholdBytes int, stage Stage, sparsifying bool) (*Fusion, error) {
+	step, err := NewStepper(comm, tensors, thresholdBytes)
+	if err != nil {
+		return nil, err
+	}
+	return &Fusion{stage: stage, sparsifying: sparsifying, step: step, meter: NewMeter(comm, tensors)}, nil
+}
+
+// Meter returns the step's meter, for the stage to record selections and dense elements.
+func (f *Fusion) Meter() *Meter { return f.meter }
+
+// Arrive records that the gradient of a tensor of bucket b has arrived and reports whether
+// it was the bucket's last this step. Call it from Process only.
+func (f *Fusion) Arrive(b int) (last bool) {
+	f.arrived[b]++
+	return f.arrived[b] == len(f.step.Buckets()[b].Tensors)
+}
+
+// Done reports one part of collective i as prepared; the collective is issued once all its
+// parts are. Safe for concurrent use.
+func (f *Fusion) Done(i int) {
+	if f.pending[i].Add(-1) == 0 {
+		f.ctl.Ready(i)
+	}
+}
+
+// Fail stops the step: no further collective is issued and Wait returns err.
+func (f *Fusion) Fail(err error) { f.ctl.Fail(err) }
+
+// Push implements Pipeline.
+func (f *Fusion) Push(id int, grad []float32) error {
+	planned, err := f.step.Push(id, grad)
+	if err != nil {
+		return err
+	}
+	f.meter.Begin()
+	if !planned {
+		return nil
+	}
+	f.begin()
+	if err := f.stage.Process(id, f.step.Slot(id), grad); err != nil {
+		f.ctl.Fail(err)
+		return err
+	}
+	return nil
+}
+
+// begin starts the step's controller, once.
+func (f *Fusion) begin() {
+	if !f.begun {
+		f.begun = true
+		clear(f.arrived)
+		for i, n := range f.parts {
+			f.pending[i].Store(int32(n))
+		}
+		f.ctl.Begin()
+		for i, n := range f.parts {
+			if n == 0 {
+				f.ctl.Ready(i)
+			}
+		}
+	}
+}
+
+// Wait implements Pipeline.
+func (f *Fusion) Wait() error {
+	start := time.Now()
+	defer f.nextStep()
+	f.meter.Begin()
+	replay, err := f.step.EndBackward()
+	if err != nil {
+		return f.abort(err)
+	}
+	if replay != nil {
+		if err := f.plan(); err != nil {
+			return err
+		}
+		f.begin()
+		for _, id := range replay {
+			if err := f.stage.Process(id, f.step.Slot(id), f.step.Tensors()[id].Grad); err != nil {
+				return f.abort(err)
+			}
+		}
+	}
+	f.begin()
+	if err := f.ctl.Wait(); err != nil {
+		return err
+	}
+	if err := f.stage.Finish(); err != nil {
+		return err
+	}
+	f.metrics = f.meter.Finish(time.Since(start), f.sparsifying)
+	return nil
+}
+
+func (f *Fusion) plan() error {
+	parts, serial, err := f.stage.Plan(f, f.step.Buckets())
+	if err != nil {
+		return err
+	}
+	f.parts = parts
+	f.arrived = make([]int, len(f.step.Buckets()))
+	f.pending = make([]atomic.Int32, len(parts))
+	f.ctl = NewController(len(parts), serial, f.stage.Issue)
+	return nil
+}
+
+// abort fails a step that may have collectives in flight and waits for them.
+func (f *Fusion) abort(err error) error {
+	if f.begun {
+		f.ctl.Fail(err)
+		f.ctl.Wait()
+	}
+	return err
+}
+
+func (f *Fusion) nextStep() {
+	f.step.NextStep()
+	f.meter.active = false
+	f.begun = false
+}
+
+// Metrics implements Pipeline.
+func (f *Fusion) Metrics() StepMetrics { return f.metrics }
+
+// Close implements Pipeline; the communicator belongs to the caller.
+func (f *Fusion) Close() error { return f.stage.Close() }

@@ -1,0 +1,124 @@
+package pipeline
+
+import (
+	"fmt"
+	"math"
+)
+
+// Memory is the error-feedback memory of a sparsifying pipeline: per tensor, the part of
+// the gradient that has been produced but not yet sent. Each step's gradient is added to it,
+// selection reads the sum, and the sent elements are cleared, so small gradients accumulate
+// until they are large enough to be sent instead of being lost.
+//
+// With DGC's momentum correction (momentum > 0) the memory also keeps a per-tensor momentum
+// u: each step u = momentum*u + g, then the accumulator gains u rather than g, and sent
+// elements are cleared in both (momentum factor masking). The optimizer must then run
+// without momentum of its own, or momentum would be applied twice.
+//
+// Every accumulator is allocated up front, so different goroutines may work on different
+// tensors at once; one tensor must not be used by two goroutines at a time.
+type Memory struct {
+	momentum float32
+	acc      [][]float32 // by tensor id; nil for tensors without memory
+	mom      [][]float32 // by tensor id, only with momentum correction
+}
+
+// NewMemory returns a memory for tensors whose sizes are numel (by tensor id; a negative
+// size means the tensor is never sparsified and gets no memory). momentum in [0, 1) turns
+// on momentum correction when it is above 0.
+func NewMemory(numel []int, momentum float64) (*Memory, error) {
+	if momentum < 0 || momentum >= 1 || math.IsNaN(momentum) {
+		return nil, fmt.Errorf("pipeline: momentum correction factor must be in [0, 1), got %g", momentum)
+	}
+	m := &Memory{momentum: float32(momentum), acc: make([][]float32, len(numel))}
+	if momentum > 0 {
+		m.mom = make([][]float32, len(numel))
+	}
+	for id, n := range numel {
+		if n < 0 {
+			continue
+		}
+		m.acc[id] = make([]float32, n)
+		if m.mom != nil {
+			m.mom[id] = make([]float32, n)
+		}
+	}
+	return m, nil
+}
+
+// Bind makes storage the accumulator of tensor id, so that a pipeline can keep the
+// accumulators of a fusion buffer's tensors inside the buffer itself and select over them in
+// place. storage is zeroed: binding starts the tensor's memory afresh.
+func (m *Memory) Bind(id int, storage []float32) error {
+	if err := m.check(id, len(storage)); err != nil {
+		return err
+	}
+	clear(storage)
+	m.acc[id] = storage
+	return nil
+}
+
+// Accumulate adds gradient g of tensor id into its memory and returns the accumulator:
+// the values to select from. Read the selected values from it before calling Sent.
+func (m *Memory) Accumulate(id int, g []float32) ([]float32, error) {
+	if err := m.check(id, len(g)); err != nil {
+		return nil, err
+	}
+	acc := m.acc[id]
+	if m.mom == nil {
+		for i, v := range g {
+			acc[i] += v
+		}
+		return acc, nil
+	}
+	u, mu := m.mom[id], m.momentum
+	for i, v := range g {
+		u[i] = mu*u[i] + v
+		acc[i] += u[i]
+	}
+	return acc, nil
+}
+
+// Sent clears the elements at idx of tensor id's memory: they have been transmitted. All
+// indices are checked first, so on error the memory is unchanged.
+func (m *Memory) Sent(id int, idx []int32) error {
+	if err := m.check(id, -1); err != nil {
+		return err
+	}
+	acc := m.acc[id]
+	for _, i := range idx {
+		if i < 0 || int(i) >= len(acc) {
+			return fmt.Errorf("pipeline: memory of tensor %d: sent index %d out of range [0, %d)", id, i, len(acc))
+		}
+	}
+	for _, i := range idx {
+		acc[i] = 0
+	}
+	if m.mom != nil {
+		u := m.mom[id]
+		for _, i := range idx {
+			u[i] = 0
+		}
+	}
+	return nil
+}
+
+// Residual returns what tensor id holds back: its accumulator between steps. The slice is
+// the stored one, for inspection and checkpoints; nil for a tensor without memory.
+func (m *Memory) Residual(id int) []float32 {
+	if id < 0 || id >= len(m.acc) {
+		return nil
+	}
+	return m.acc[id]
+}
+
+// check reports whether tensor id has memory of n elements (n < 0: any size).
+func (m *Memory) check(id, n int) error {
+	if id < 0 || id >= len(m.acc) || m.acc[id] == nil {
+		return fmt.Errorf("pipeline: tensor %d has no error-feedback memory", id)
+	}
+	if n >= 0 && n != len(m.acc[id]) {
+		return fmt.Errorf("pipeline: memory of tensor %d has %d elements, gradient has %d", id, len(m.acc[id]), n)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+// Package pipelinetest runs gradient pipelines on in-process ranks with synthetic
+// gradients, for the tests of the packages that implement pipelines.
+package pipelinetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+)
+
+// Tensors returns tensors of the given sizes with ids 0, 1, ...
+func Tensors(sizes []int) []pipeline.Tensor {
+	ts := make([]pipeline.Tensor, len(sizes))
+	for i, n := range sizes {
+		ts[i] = pipeline.Tensor{ID: i, Name: fmt.Sprintf("t%d", i), Grad: make([]float32, n)}
+	}
+	return ts
+}
+
+// Normal returns a gradient source: tensor i of rank r in step s is standard normal noise
+// times scale[i] (1 when scale is short), the same for the same (r, s).
+func Normal(sizes []int, scale []float32) func(rank, step int) [][]float32 {
+	return func(rank, step int) [][]float32 {
+		rng := rand.New(rand.NewPCG(uint64(rank)+1, uint64(step)+1))
+		out := make([][]float32, len(sizes))
+		for i, n := range sizes {
+			sc := float32(1)
+			if i < len(scale) {
+				sc = scale[i]
+			}
+			out[i] = make([]float32, n)
+			for j := range out[i] {
+				out[i][j] = float32(rng.NormFloat64()) * sc
+			}
+		}
+		return out
+	}
+}
+
+// Factory builds the pipeline of one rank.
+type Factory func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
+
+// Result is what one rank saw: the aggregated gradients after each step's Wait, by step
+// and tensor, and each step's metrics.
+type Result struct {
+	Grads   [][][]float32
+	Metrics []pipeline.StepMetrics
+}
+
+// Run runs steps steps of the pipeline on world in-process ranks. Each step every rank
+// pushes its gradients from grads in the backprop order order (all tensors when nil,
+// last first) and waits. It returns every rank's results, or the first error with its
+// rank.
+func Run(world int, sizes, order []int, steps int, grads func(rank, step int) [][]float32, newPipe Factory, opts ...dist.Option) ([]Result, error) {
+	if order == nil {
+		for i := len(sizes) - 1; i >= 0; i-- {
+			order = append(order, i)
+		}
+	}
+	comms := dist.NewInProc(world, opts...)
+	results := make([]Result, world)
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer comms[r].Close()
+			results[r], errs[r] = runRank(comms[r], sizes, order, steps, grads, newPipe)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			return results, fmt.Errorf("rank %d: %w", r, err)
+		}
+	}
+	return results, nil
+}
+
+func runRank(comm dist.Communicator, sizes, order []int, steps int, grads func(rank, step int) [][]float32, newPipe Factory) (Result, error) {
+	var res Result
+	tensors := Tensors(sizes)
+	p, err := newPipe(comm, tensors)
+	if err != nil {
+		return res, err
+	}
+	defer p.Close()
+	for s := range steps {
+		g := grads(comm.Rank(), s)
+		for _, t := range tensors {
+			copy(t.Grad, g[t.ID]) // what backward leaves in the parameters' gradients
+		}
+		for _, id := range order {
+			// The pipeline must copy what it needs: hand it a buffer that is
+			// overwritten right after the call, as the model's hook does.
+			tmp := append([]float32(nil), g[id]...)
+			if err := p.Push(id, tmp); err != nil {
+				return res, fmt.Errorf("step %d, push of tensor %d: %w", s, id, err)
+			}
+			for i := range tmp {
+				tmp[i] = 12345
+			}
+		}
+		if err := p.Wait(); err != nil {
+			return res, fmt.Errorf("step %d: %w", s, err)
+		}
+		step := make([][]float32, len(tensors))
+		for i, t := range tensors {
+			step[i] = append([]float32(nil), t.Grad...)
+		}
+		res.Grads = append(res.Grads, step)
+		res.Metrics = append(res.Metrics, p.Metrics())
+	}
+	return res, nil
+}
+
+// Mean is the average over ranks of the gradients grads produces in step s: what a
+// dense pipeline yields.
+func Mean(world, step int, grads func(rank, step int) [][]float32) [][]float64 {
+	var out [][]float64
+	for r := range world {
+		g := grads(r, step)
+		if out == nil {
+			out = make([][]float64, len(g))
+			for i := range g {
+				out[i] = make([]float64, len(g[i]))
+			}
+		}
+		for i := range g {
+			for j, v := range g[i] {
+				out[i][j] += float64(v) / float64(world)
+			}
+		}
+	}
+	return out
+}

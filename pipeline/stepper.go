@@ -1,0 +1,117 @@
+package pipeline
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/ssfusion/ssfusion/dist"
+)
+
+// Stepper is the bookkeeping every fusing pipeline shares: it checks each Push, and it
+// learns the fusion plan.
+//
+// The plan needs the backprop order, which the model only reveals by running. So in the
+// first step the Stepper only records the order; at the end of that backward pass rank 0's
+// order is broadcast, every rank builds the same fusion buffers from it, and the pipeline
+// replays the step's gradients (left in each Tensor.Grad) through the plan. From the second
+// step on, gradients are processed as they arrive.
+type Stepper struct {
+	comm      dist.Communicator
+	tensors   []Tensor
+	threshold int
+
+	pushed  []bool
+	order   []int
+	buckets []Bucket
+	slots   []Slot
+}
+
+// Slot places a tensor in the fusion plan: its bucket, its position among the bucket's
+// tensors and its element offset in the fused buffer.
+type Slot struct{ Bucket, Index, Offset int }
+
+// NewStepper returns the bookkeeping of a pipeline over tensors with fusion buffers of at
+// most thresholdBytes.
+func NewStepper(comm dist.Communicator, tensors []Tensor, thresholdBytes int) (*Stepper, error) {
+	if thresholdBytes <= 0 {
+		return nil, fmt.Errorf("fusion threshold must be positive, got %d bytes", thresholdBytes)
+	}
+	for i, t := range tensors {
+		if t.ID != i {
+			return nil, fmt.Errorf("tensor %q at position %d has id %d: ids must be positions", t.Name, i, t.ID)
+		}
+	}
+	return &Stepper{comm: comm, tensors: tensors, threshold: thresholdBytes, pushed: make([]bool, len(tensors))}, nil
+}
+
+// Push checks and records the push of tensor id. It reports whether the plan exists, in
+// which case the caller processes grad now; in the first step it only records the order.
+func (s *Stepper) Push(id int, grad []float32) (planned bool, err error) {
+	if err := CheckPush(s.tensors, s.pushed, id, grad); err != nil {
+		return false, err
+	}
+	s.pushed[id] = true
+	if s.buckets == nil {
+		s.order = append(s.order, id)
+		return false, nil
+	}
+	return true, nil
+}
+
+// EndBackward checks that every tensor was pushed. At the end of the first step it agrees
+// on the plan and returns the backprop order, in which the caller replays the gradients
+// left in Tensor.Grad; later it returns nil.
+func (s *Stepper) EndBackward() (replay []int, err error) {
+	if err := CheckAllPushed(s.tensors, s.pushed); err != nil {
+		return nil, err
+	}
+	if s.buckets != nil {
+		return nil, nil
+	}
+	if err := s.plan(); err != nil {
+		return nil, err
+	}
+	return s.order, nil
+}
+
+// plan agrees on rank 0's backprop order and builds the fusion buffers from it.
+func (s *Stepper) plan() error {
+	wire := make([]byte, 4*len(s.order))
+	for i, id := range s.order {
+		binary.LittleEndian.PutUint32(wire[4*i:], uint32(id))
+	}
+	if err := s.comm.Broadcast(wire, 0); err != nil {
+		return fmt.Errorf("agreeing on the backprop order: %w", err)
+	}
+	for i := range s.order {
+		id := int(binary.LittleEndian.Uint32(wire[4*i:]))
+		if id >= len(s.tensors) {
+			return fmt.Errorf("agreeing on the backprop order: rank 0 names tensor %d of %d", id, len(s.tensors))
+		}
+		s.order[i] = id
+	}
+	buckets, err := PlanBuckets(s.order, func(id int) int { return len(s.tensors[id].Grad) }, s.threshold)
+	if err != nil {
+		return fmt.Errorf("planning fusion buffers: %w", err)
+	}
+	s.slots = make([]Slot, len(s.tensors))
+	for b, bucket := range buckets {
+		for i, id := range bucket.Tensors {
+			s.slots[id] = Slot{Bucket: b, Index: i, Offset: bucket.Offsets[i]}
+		}
+	}
+	s.buckets = buckets
+	return nil
+}
+
+// Buckets returns the fusion plan, nil before the end of the first step.
+func (s *Stepper) Buckets() []Bucket { return s.buckets }
+
+// Slot returns where tensor id sits in the plan.
+func (s *Stepper) Slot(id int) Slot { return s.slots[id] }
+
+// Tensors returns the tensors the pipeline synchronises.
+func (s *Stepper) Tensors() []Tensor { return s.tensors }
+
+// NextStep forgets this step's pushes.
+func (s *Stepper) NextStep() { clear(s.pushed) }

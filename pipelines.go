@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/ssfusion"
+	"github.com/ssfusion/ssfusion/trainer"
+)
+
+// newPipeline builds a pipeline for tensors over comm (never nil: a single process gets a
+// one-rank communicator, so that sparsification and error feedback still apply).
+type newPipeline func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
+
+// pipelines maps --pipeline names to constructors. A new pipeline registers here; the trainer
+// knows only the pipeline.Pipeline interface.
+var pipelines = map[string]newPipeline{
+	"dense": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		if cfg.MomentumCorrection {
+			return nil, fmt.Errorf("momentum-correction applies to sparsifying pipelines only; dense keeps momentum in the optimizer")
+		}
+		if comm.Size() == 1 {
+			return pipeline.NewLocal(tensors), nil
+		}
+		return baselines.NewDense(comm, tensors, fusionBytes(cfg))
+	},
+	"pertensor": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewPerTensor(comm, tensors, fusionBytes(cfg), sparseConfig(cfg))
+	},
+	"multitensor": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewMultiTensor(comm, tensors, fusionBytes(cfg), sparseConfig(cfg))
+	},
+	// SSFusion and its ablations. The paper's code calls the variant without offloading or
+	// interleaving plain "SSFusion"; here "ssfusion" is the whole system.
+	"ssfusion":       ssfusionVariant(true, true),
+	"ssfusion-naive": ssfusionVariant(false, false),
+	"ssfusion-o":     ssfusionVariant(true, false),
+	"ssfusion-i":     ssfusionVariant(false, true),
+}
+
+func ssfusionVariant(offload, interleave bool) newPipeline {
+	return func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return ssfusion.New(comm, tensors, fusionBytes(cfg), ssfusion.Config{
+			SparseConfig:  sparseConfig(cfg),
+			Threshold:     cfg.SelectThreshold,
+			Cost:          ssfusion.CostModel{Alpha: cfg.CostAlpha, Beta: cfg.CostBeta, SelectPerElement: cfg.SelectNS * 1e-9},
+			Offload:       offload,
+			SelectWorkers: cfg.SelectWorkers,
+			Interleave:    interleave,
+		})
+	}
+}
+
+func fusionBytes(cfg *trainer.Config) int { return int(cfg.FusionMB * (1 << 20)) }
+
+func sparseConfig(cfg *trainer.Config) pipeline.SparseConfig {
+	c := pipeline.SparseConfig{Density: cfg.Density, Selector: cfg.Selector, Seed: uint64(cfg.Seed)}
+	if cfg.MomentumCorrection {
+		c.Momentum = cfg.Momentum
+	}
+	return c
+}

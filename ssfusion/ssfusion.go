@@ -1,0 +1,241 @@
+// Package ssfusion is SSFusion's gradient pipeline: tensor fusion with selective
+// sparsification. Inside each fusion buffer only the tensors for which sparsification pays
+// off are sparsified, each on its own (so no tensor goes missing); the others stay dense.
+// Each buffer is split into a dense part, averaged by allreduce, and a sparse part,
+// exchanged by allgather (fusion separation). Selection can run on a goroutine pool while
+// backward goes on (offloading), and the dense and sparse collectives of successive buffers
+// can be interleaved so that they overlap instead of queueing.
+package ssfusion
+
+import (
+	"fmt"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+)
+
+// Config configures the pipeline.
+type Config struct {
+	pipeline.SparseConfig
+	Threshold int       // tensors with fewer elements stay dense
+	Cost      CostModel // optional: a zero Beta leaves the size threshold alone in charge
+	// Offload runs selection on SelectWorkers goroutines instead of the one pushing
+	// gradients (SSFusion-O).
+	Offload       bool
+	SelectWorkers int
+	// Interleave lets dense and sparse collectives overlap, the sparse part of a buffer
+	// issued after the dense part of the next (SSFusion-I). Without it the step's
+	// collectives run one at a time, each buffer's dense part then its sparse part.
+	Interleave bool
+}
+
+// New returns SSFusion over comm with fusion buffers of up to thresholdBytes.
+func New(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg Config) (pipeline.Pipeline, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, fmt.Errorf("ssfusion: %w", err)
+	}
+	if cfg.Threshold < 0 {
+		return nil, fmt.Errorf("ssfusion: select threshold must not be negative, got %d", cfg.Threshold)
+	}
+	if cfg.Cost.Alpha < 0 || cfg.Cost.Beta < 0 || cfg.Cost.SelectPerElement < 0 {
+		return nil, fmt.Errorf("ssfusion: cost model figures must not be negative, got %+v", cfg.Cost)
+	}
+	s := &stage{comm: comm, tensors: tensors, cfg: cfg}
+	return pipeline.NewFusion(comm, tensors, thresholdBytes, s, true)
+}
+
+// collective is one entry of a step's schedule: the dense or the sparse part of a buffer.
+type collective struct {
+	bucket int
+	sparse bool
+}
+
+// role says what happens to one tensor: it joins its buffer's dense or sparse part at
+// position index, whose collective is coll.
+type role struct {
+	sparse      bool
+	index, coll int
+}
+
+type stage struct {
+	comm    dist.Communicator
+	tensors []pipeline.Tensor
+	cfg     Config
+	f       *pipeline.Fusion
+
+	roles    []role // by tensor id
+	schedule []collective
+	dense    []*pipeline.DenseBuffer  // by bucket; nil without a dense part
+	sparse   []*pipeline.SparseBuffer // by bucket; nil without a sparse part
+	bucketOf []int                    // by tensor id
+	mem      *pipeline.Memory
+	sels     []pipeline.Selector // one per selecting goroutine
+	pool     *pipeline.Pool
+}
+
+func (s *stage) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
+	s.f = f
+	s.roles = make([]role, len(s.tensors))
+	s.bucketOf = make([]int, len(s.tensors))
+	memSizes := make([]int, len(s.tensors))
+	denseIDs := make([][]int, len(buckets))
+	sparseIDs := make([][]int, len(buckets))
+	for b, bucket := range buckets {
+		sizes := make([]int, len(bucket.Tensors))
+		for i, id := range bucket.Tensors {
+			sizes[i] = len(s.tensors[id].Grad)
+		}
+		chosen := Choose(sizes, s.cfg.Threshold, s.cfg.Density, s.cfg.Cost, s.comm.Size())
+		for i, id := range bucket.Tensors {
+			s.bucketOf[id] = b
+			memSizes[id] = -1
+			if chosen[i] {
+				memSizes[id] = sizes[i]
+				s.roles[id] = role{sparse: true, index: len(sparseIDs[b])}
+				sparseIDs[b] = append(sparseIDs[b], id)
+			} else {
+				s.roles[id] = role{index: len(denseIDs[b])}
+				denseIDs[b] = append(denseIDs[b], id)
+			}
+		}
+	}
+	var err error
+	if s.mem, err = pipeline.NewMemory(memSizes, s.cfg.Momentum); err != nil {
+		return nil, false, err
+	}
+	s.dense = make([]*pipeline.DenseBuffer, len(buckets))
+	s.sparse = make([]*pipeline.SparseBuffer, len(buckets))
+	for b := range buckets {
+		if len(denseIDs[b]) > 0 {
+			s.dense[b] = pipeline.NewDenseBuffer(s.tensors, denseIDs[b])
+		}
+		if len(sparseIDs[b]) > 0 {
+			s.sparse[b] = pipeline.NewSparseBuffer(s.tensors, sparseIDs[b])
+		}
+	}
+	s.schedule = schedule(len(buckets), func(b int) bool { return s.dense[b] != nil }, func(b int) bool { return s.sparse[b] != nil }, s.cfg.Interleave)
+	parts := make([]int, len(s.schedule))
+	for i, c := range s.schedule {
+		ids := denseIDs[c.bucket]
+		if c.sparse {
+			ids = sparseIDs[c.bucket]
+		}
+		parts[i] = len(ids)
+		for _, id := range ids {
+			s.roles[id].coll = i
+		}
+	}
+	if err := s.startSelectors(); err != nil {
+		return nil, false, err
+	}
+	return parts, !s.cfg.Interleave, nil
+}
+
+// schedule orders a step's collectives. Interleaved, the sparse part of buffer b follows
+// the dense part of buffer b+1, so that selection of b overlaps that allreduce and the dense
+// and sparse transfers overlap in flight; otherwise each buffer's dense part comes before
+// its sparse part.
+func schedule(buckets int, hasDense, hasSparse func(b int) bool, interleave bool) []collective {
+	var out []collective
+	for b := range buckets {
+		if hasDense(b) {
+			out = append(out, collective{bucket: b})
+		}
+		if interleave && b > 0 && hasSparse(b-1) {
+			out = append(out, collective{bucket: b - 1, sparse: true})
+		}
+		if !interleave && hasSparse(b) {
+			out = append(out, collective{bucket: b, sparse: true})
+		}
+	}
+	if interleave && buckets > 0 && hasSparse(buckets-1) {
+		out = append(out, collective{bucket: buckets - 1, sparse: true})
+	}
+	return out
+}
+
+// startSelectors gives every selecting goroutine its own selector, and starts the pool.
+func (s *stage) startSelectors() error {
+	workers := 1
+	if s.cfg.Offload {
+		workers = max(1, s.cfg.SelectWorkers)
+	}
+	for w := range workers {
+		// Seeds differ by rank and worker; the exact selector ignores them.
+		sel, err := pipeline.NewSelector(s.cfg.Selector, s.cfg.Seed+uint64(s.comm.Rank())<<16+uint64(w))
+		if err != nil {
+			return err
+		}
+		s.sels = append(s.sels, sel)
+	}
+	if s.cfg.Offload {
+		s.pool = pipeline.NewPool(workers, len(s.tensors), func(w, id int) { s.selectTensor(s.sels[w], id) })
+	}
+	return nil
+}
+
+func (s *stage) Process(id int, _ pipeline.Slot, grad []float32) error {
+	r := s.roles[id]
+	if !r.sparse {
+		s.dense[s.bucketOf[id]].Put(r.index, grad)
+		s.f.Meter().Dense(len(grad))
+		s.f.Done(r.coll)
+		return nil
+	}
+	// Accumulating copies the gradient, which is valid only during this call, so the rest
+	// of the work can move to the pool.
+	if _, err := s.mem.Accumulate(id, grad); err != nil {
+		return err
+	}
+	if s.pool != nil {
+		s.pool.Submit(id)
+		return nil
+	}
+	return s.selectTensor(s.sels[0], id)
+}
+
+// selectTensor sparsifies tensor id's accumulated gradient into its buffer's sparse part.
+// Run from the pool, its error stops the step.
+func (s *stage) selectTensor(sel pipeline.Selector, id int) error {
+	r := s.roles[id]
+	acc := s.mem.Residual(id)
+	part := &s.sparse[s.bucketOf[id]].Parts[r.index]
+	d, err := pipeline.Sparsify(sel, s.mem, id, acc, pipeline.KFor(len(acc), s.cfg.Density), part)
+	if err != nil {
+		s.f.Fail(err)
+		return err
+	}
+	s.f.Meter().Selected(d, len(part.Indices), pipeline.Missing(len(acc), len(part.Indices)))
+	s.f.Done(r.coll)
+	return nil
+}
+
+func (s *stage) Issue(i int) pipeline.Completion {
+	c := s.schedule[i]
+	if c.sparse {
+		return s.sparse[c.bucket].AllGather(s.comm)
+	}
+	return s.dense[c.bucket].AllReduce(s.comm)
+}
+
+func (s *stage) Finish() error {
+	for b := range s.dense {
+		if s.dense[b] != nil {
+			s.dense[b].Unpack(s.tensors)
+		}
+		if s.sparse[b] != nil {
+			if err := s.sparse[b].Average(); err != nil {
+				return fmt.Errorf("fusion buffer %d: %w", b, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *stage) Close() error {
+	if s.pool != nil {
+		s.pool.Close()
+		s.pool = nil
+	}
+	return nil
+}

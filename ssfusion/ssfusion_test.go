@@ -1,0 +1,245 @@
+package ssfusion
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
+)
+
+// variants are the four combinations of offloading and interleaving.
+var variants = []struct {
+	name                string
+	offload, interleave bool
+}{
+	{"naive", false, false},
+	{"offload", true, false},
+	{"interleave", false, true},
+	{"full", true, true},
+}
+
+func factory(thresholdBytes int, cfg Config) pipelinetest.Factory {
+	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return New(comm, tensors, thresholdBytes, cfg)
+	}
+}
+
+func config(density float64, threshold int, offload, interleave bool) Config {
+	return Config{
+		SparseConfig:  pipeline.SparseConfig{Density: density, Selector: "topk"},
+		Threshold:     threshold,
+		Offload:       offload,
+		SelectWorkers: 2,
+		Interleave:    interleave,
+	}
+}
+
+// TestDensityOneIsDense: at density 1 SSFusion must yield the dense average, whichever
+// tensors it sparsifies.
+func TestDensityOneIsDense(t *testing.T) {
+	sizes := []int{300, 7, 1, 0, 2000, 64, 900}
+	grads := pipelinetest.Normal(sizes, nil)
+	for _, v := range variants {
+		for _, threshold := range []int{0, 100, 1 << 30} {
+			res, err := pipelinetest.Run(3, sizes, nil, 3, grads, factory(4*1000, config(1, threshold, v.offload, v.interleave)))
+			if err != nil {
+				t.Fatalf("%s: %v", v.name, err)
+			}
+			for s := range 3 {
+				want := pipelinetest.Mean(3, s, grads)
+				for r := range res {
+					for i := range sizes {
+						for j, w := range want[i] {
+							if got := res[r].Grads[s][i][j]; math.Abs(float64(got)-w) > 1e-6 {
+								t.Fatalf("%s, threshold %d, rank %d, step %d, tensor %d[%d]: %g, dense average %g", v.name, threshold, r, s, i, j, got, w)
+							}
+						}
+					}
+					if m := res[r].Metrics[s]; m.DensityAchieved != 1 || m.TensorsMissing != 0 {
+						t.Errorf("%s: metrics %+v, want density 1, nothing missing", v.name, m)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestVariantsAgree: offloading and interleaving change when work happens, never the
+// result, and every rank ends each step with bit-identical gradients.
+func TestVariantsAgree(t *testing.T) {
+	sizes := []int{5000, 10, 9000, 33, 1, 20000, 64}
+	grads := pipelinetest.Normal(sizes, nil)
+	var first []pipelinetest.Result
+	for _, v := range variants {
+		res, err := pipelinetest.Run(4, sizes, nil, 5, grads, factory(4*12000, config(0.01, 1000, v.offload, v.interleave)))
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		if first == nil {
+			first = res
+		}
+		for r := range res {
+			for s := range res[r].Grads {
+				for i := range sizes {
+					if !slices.Equal(res[r].Grads[s][i], first[0].Grads[s][i]) {
+						t.Fatalf("%s: rank %d differs from the naive variant's rank 0 in step %d, tensor %d", v.name, r, s, i)
+					}
+				}
+				if m := res[r].Metrics[s]; m.TensorsMissing != 0 {
+					t.Errorf("%s: %d tensors missing", v.name, m.TensorsMissing)
+				}
+			}
+		}
+	}
+}
+
+// TestSelectiveSparsification: small tensors travel dense and arrive exactly averaged;
+// large ones are sparsified to their own k, so none goes missing where multi-tensor
+// sparsification loses the small-gradient ones.
+func TestSelectiveSparsification(t *testing.T) {
+	sizes := []int{4000, 16, 4000, 16, 4000, 9000}
+	scale := []float32{1, 1e-3, 1, 1e-3, 1, 1e-3}
+	grads := pipelinetest.Normal(sizes, scale)
+	const world, density = 2, 0.01
+	res, err := pipelinetest.Run(world, sizes, nil, 3, grads, factory(1<<20, config(density, 1000, true, true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi, err := pipelinetest.Run(world, sizes, nil, 3, grads, func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewMultiTensor(comm, tensors, 1<<20, pipeline.SparseConfig{Density: density, Selector: "topk"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range 3 {
+		want := pipelinetest.Mean(world, s, grads)
+		for _, dense := range []int{1, 3} {
+			for j, w := range want[dense] {
+				if got := res[0].Grads[s][dense][j]; math.Abs(float64(got)-w) > 1e-9 {
+					t.Fatalf("step %d: dense tensor %d[%d] = %g, want %g", s, dense, j, got, w)
+				}
+			}
+		}
+		for _, sparse := range []int{0, 2, 4, 5} {
+			nonzero := 0
+			for _, v := range res[0].Grads[s][sparse] {
+				if v != 0 {
+					nonzero++
+				}
+			}
+			if k := pipeline.KFor(sizes[sparse], density); nonzero == 0 || nonzero > world*k {
+				t.Errorf("step %d: sparsified tensor %d has %d non-zero elements, want 1..%d", s, sparse, nonzero, world*k)
+			}
+		}
+		m := res[0].Metrics[s]
+		if m.TensorsMissing != 0 {
+			t.Errorf("step %d: ssfusion missed %d tensors", s, m.TensorsMissing)
+		}
+		if multi[0].Metrics[s].TensorsMissing == 0 {
+			t.Errorf("step %d: multi-tensor missed no tensor with these gradients", s)
+		}
+		// Density counts the dense tensors whole: 32 dense elements plus each sparse k.
+		sent := 32 + 3*pipeline.KFor(4000, density) + pipeline.KFor(9000, density)
+		if want := float64(sent) / 21032; math.Abs(m.DensityAchieved-want) > 1e-12 {
+			t.Errorf("step %d: density %g, want %g", s, m.DensityAchieved, want)
+		}
+	}
+}
+
+func TestNonFiniteStopsTheStep(t *testing.T) {
+	sizes := []int{5000, 100, 5000}
+	grads := func(rank, step int) [][]float32 {
+		g := pipelinetest.Normal(sizes, nil)(rank, step)
+		if step == 2 {
+			g[2][9] = float32(math.Inf(1))
+		}
+		return g
+	}
+	for _, v := range variants {
+		_, err := pipelinetest.Run(2, sizes, nil, 3, grads, factory(4*6000, config(0.01, 1000, v.offload, v.interleave)))
+		var nf *pipeline.NonFiniteError
+		if !errors.As(err, &nf) {
+			t.Fatalf("%s: error %v, want a NonFiniteError", v.name, err)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	comm := dist.NewInProc(1)[0]
+	defer comm.Close()
+	tensors := pipelinetest.Tensors([]int{10})
+	for _, cfg := range []Config{
+		config(0, 10, false, false),
+		config(0.1, -1, false, false),
+		{SparseConfig: pipeline.SparseConfig{Density: 0.1, Selector: "topk"}, Cost: CostModel{Beta: -1}},
+		{SparseConfig: pipeline.SparseConfig{Density: 0.1, Selector: "bogus"}},
+	} {
+		if _, err := New(comm, tensors, 1024, cfg); err == nil {
+			t.Errorf("accepted %+v", cfg)
+		}
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	has := func(bs ...int) func(int) bool { return func(b int) bool { return slices.Contains(bs, b) } }
+	str := func(cs []collective) string {
+		s := ""
+		for _, c := range cs {
+			if c.sparse {
+				s += "S"
+			} else {
+				s += "D"
+			}
+			s += string(rune('0' + c.bucket))
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		buckets       int
+		dense, sparse []int
+		interleave    bool
+		want          string
+	}{
+		{3, []int{0, 1, 2}, []int{0, 1, 2}, false, "D0S0D1S1D2S2"},
+		{3, []int{0, 1, 2}, []int{0, 1, 2}, true, "D0D1S0D2S1S2"},
+		{3, []int{0, 2}, []int{1, 2}, true, "D0D2S1S2"},
+		{1, []int{0}, []int{0}, true, "D0S0"},
+		{2, nil, []int{0, 1}, true, "S0S1"},
+		{0, nil, nil, true, ""},
+	} {
+		if got := str(schedule(tc.buckets, has(tc.dense...), has(tc.sparse...), tc.interleave)); got != tc.want {
+			t.Errorf("%d buckets, dense %v, sparse %v, interleave %v: %s, want %s", tc.buckets, tc.dense, tc.sparse, tc.interleave, got, tc.want)
+		}
+	}
+}
+
+func TestChoose(t *testing.T) {
+	sizes := []int{10, 8191, 8192, 10_000_000, 0}
+	if got, want := Choose(sizes, 8192, 0.01, CostModel{}, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
+		t.Errorf("size rule: %v, want %v", got, want)
+	}
+	// On a 10 Gbit/s network (SAFusion's constants) with a cheap selector, sparsifying a
+	// 40 MB buffer pays off; an expensive selector makes nothing worth sparsifying, and a
+	// buffer of a few hundred KB is dominated by start-up costs, so the extra allgather
+	// does not pay.
+	tenGbit := CostModel{Alpha: 5.2e-4, Beta: 8.6e-10, SelectPerElement: 1e-9}
+	if got, want := Choose(sizes, 8192, 0.01, tenGbit, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
+		t.Errorf("10 Gbit/s, cheap selection: %v, want %v", got, want)
+	}
+	slow := tenGbit
+	slow.SelectPerElement = 1e-6
+	if got := Choose(sizes, 8192, 0.01, slow, 8); slices.Contains(got, true) {
+		t.Errorf("slow selection still sparsifies: %v", got)
+	}
+	if got := Choose([]int{10, 8192, 100000}, 8192, 0.01, tenGbit, 8); slices.Contains(got, true) {
+		t.Errorf("a 433 KB buffer is split although start-up costs dominate: %v", got)
+	}
+	if got := Choose(sizes, 8192, 0.01, tenGbit, 1); !slices.Equal(got, []bool{false, false, true, true, false}) {
+		t.Errorf("one rank: the cost model has nothing to weigh, want the size rule, got %v", got)
+	}
+}
