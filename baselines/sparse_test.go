@@ -30,17 +30,11 @@ func TestSparseAtDensityOneIsDense(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			for s := range 3 {
-				want := pipelinetest.Mean(3, s, grads)
-				for r := range res {
-					for i := range sizes {
-						for j, w := range want[i] {
-							if got := res[r].Grads[s][i][j]; math.Abs(float64(got)-w) > 1e-6 {
-								t.Fatalf("%s, threshold %d, rank %d, step %d, tensor %d[%d]: %g, dense average %g", name, threshold, r, s, i, j, got, w)
-							}
-						}
-					}
-					m := res[r].Metrics[s]
+			if err := pipelinetest.CheckMean(res, grads, 1e-6); err != nil {
+				t.Fatalf("%s, threshold %d: %v", name, threshold, err)
+			}
+			for r := range res {
+				for s, m := range res[r].Metrics {
 					if !m.HasDensity || m.DensityAchieved != 1 || m.TensorsMissing != 0 {
 						t.Errorf("%s: rank %d step %d metrics %+v, want density 1 and nothing missing", name, r, s, m)
 					}

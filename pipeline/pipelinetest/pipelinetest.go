@@ -4,6 +4,7 @@ package pipelinetest
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 
@@ -137,4 +138,23 @@ func Mean(world, step int, grads func(rank, step int) [][]float32) [][]float64 {
 		}
 	}
 	return out
+}
+
+// CheckMean reports the first gradient of res, on any rank and step, that differs from the
+// average over ranks of what grads produced by more than tol: what every pipeline must
+// yield when it sends everything.
+func CheckMean(res []Result, grads func(rank, step int) [][]float32, tol float64) error {
+	for s := range res[0].Grads {
+		want := Mean(len(res), s, grads)
+		for r := range res {
+			for i := range want {
+				for j, w := range want[i] {
+					if got := res[r].Grads[s][i][j]; math.Abs(float64(got)-w) > tol {
+						return fmt.Errorf("rank %d, step %d, tensor %d[%d]: %g, dense average %g", r, s, i, j, got, w)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
