@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,7 @@ type Fusion struct {
 	pending     []atomic.Int32 // by collective: parts still to come this step
 	arrived     []int          // by bucket: tensors pushed this step
 	begun       bool
+	broken      error // the stage could not plan: every later call fails with it
 	metrics     StepMetrics
 }
 
@@ -77,6 +79,9 @@ func (f *Fusion) Fail(err error) { f.ctl.Fail(err) }
 
 // Push implements Pipeline.
 func (f *Fusion) Push(id int, grad []float32) error {
+	if f.broken != nil {
+		return f.broken
+	}
 	planned, err := f.step.Push(id, grad)
 	if err != nil {
 		return err
@@ -113,6 +118,9 @@ func (f *Fusion) begin() {
 // Wait implements Pipeline.
 func (f *Fusion) Wait() error {
 	start := time.Now()
+	if f.broken != nil {
+		return f.broken
+	}
 	defer f.nextStep()
 	f.meter.Begin()
 	replay, err := f.step.EndBackward()
@@ -144,7 +152,8 @@ func (f *Fusion) Wait() error {
 func (f *Fusion) plan() error {
 	parts, serial, err := f.stage.Plan(f, f.step.Buckets())
 	if err != nil {
-		return err
+		f.broken = fmt.Errorf("planning the pipeline: %w", err)
+		return f.broken
 	}
 	f.parts = parts
 	f.arrived = make([]int, len(f.step.Buckets()))

@@ -38,9 +38,13 @@ type Pipeline interface {
 // StepMetrics is what a pipeline measured during one step. A figure the pipeline cannot
 // measure is left at its zero value and flagged absent by the Has fields.
 type StepMetrics struct {
-	Sparsify time.Duration // time spent selecting elements (top-k and the like)
-	Comm     time.Duration // time collectives were in flight
-	Wait     time.Duration // time Wait blocked after backward finished
+	// Sparsify sums the time spent selecting elements (top-k and the like), on whichever
+	// goroutines selection ran.
+	Sparsify time.Duration
+	// Comm sums, over the step's collectives, the time each was in flight; collectives that
+	// overlap each count in full, so Comm can exceed the step's wall time.
+	Comm time.Duration
+	Wait time.Duration // time Wait blocked after backward finished
 
 	BytesSent  int64 // bytes this rank sent in the step
 	DenseBytes int64 // bytes a dense allreduce of all gradients would have sent
