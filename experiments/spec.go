@@ -1,0 +1,202 @@
+// Package experiments reads experiment files and expands them into training runs. An
+// experiment names a base configuration and a matrix: config keys, each with a list of
+// values to sweep; every combination of the values is one cell, trained with the base
+// configuration overridden by the cell's values.
+//
+//	name: quickstart
+//	base:
+//	  model: resnet20
+//	  max-steps: 300
+//	matrix:
+//	  pipeline: [dense, pertensor, multitensor, ssfusion]
+//	  workers: [2, 4]
+//
+// Keys are the flag names of `train` (DESIGN.md, "The command line").
+package experiments
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/ssfusion/ssfusion/trainer"
+	"go.yaml.in/yaml/v3"
+)
+
+// Spec is a parsed experiment file.
+type Spec struct {
+	Name        string
+	Description string
+	Base        map[string]any
+	Matrix      []Axis // in the order of the file
+}
+
+// Axis is one swept key and its values.
+type Axis struct {
+	Key    string
+	Values []any
+}
+
+// Cell is one training run of an experiment.
+type Cell struct {
+	Name   string         // folder name under the experiment's results, from the swept values
+	Values map[string]any // the swept values that made this cell
+	Config trainer.Config // base + values, resolved and validated
+}
+
+// Load reads and checks the experiment file at path. An experiment without a name takes
+// the file's base name.
+func Load(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading experiment: %w", err)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("experiment %s: %w", path, err)
+	}
+	if s.Name == "" {
+		s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
+	return s, nil
+}
+
+// Parse reads an experiment from YAML.
+func Parse(data []byte) (*Spec, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	if len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("want a mapping with the keys name, description, base and matrix")
+	}
+	s := &Spec{}
+	doc := root.Content[0]
+	for i := 0; i < len(doc.Content); i += 2 {
+		key, val := doc.Content[i], doc.Content[i+1]
+		var err error
+		switch key.Value {
+		case "name":
+			err = val.Decode(&s.Name)
+		case "description":
+			err = val.Decode(&s.Description)
+		case "base":
+			err = val.Decode(&s.Base)
+		case "matrix":
+			s.Matrix, err = parseMatrix(val)
+		default:
+			return nil, fmt.Errorf("line %d: unknown key %q (want name, description, base, matrix)", key.Line, key.Value)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key.Value, err)
+		}
+	}
+	if len(s.Matrix) == 0 {
+		return nil, errors.New("matrix: empty; name at least one key with a list of values, e.g. pipeline: [dense, ssfusion]")
+	}
+	if strings.ContainsAny(s.Name, `/\`) || s.Name == "." || s.Name == ".." {
+		return nil, fmt.Errorf("name: %q cannot be a folder name", s.Name)
+	}
+	return s, nil
+}
+
+func parseMatrix(n *yaml.Node) ([]Axis, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("line %d: want a mapping of config keys to lists of values", n.Line)
+	}
+	var axes []Axis
+	seen := map[string]bool{}
+	for i := 0; i < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		if seen[key.Value] {
+			return nil, fmt.Errorf("line %d: key %q appears twice", key.Line, key.Value)
+		}
+		seen[key.Value] = true
+		if val.Kind != yaml.SequenceNode {
+			return nil, fmt.Errorf("line %d: key %q: want a list of values, e.g. %s: [a, b]", key.Line, key.Value, key.Value)
+		}
+		var values []any
+		if err := val.Decode(&values); err != nil {
+			return nil, fmt.Errorf("key %q: %w", key.Value, err)
+		}
+		if len(values) == 0 {
+			return nil, fmt.Errorf("line %d: key %q has no values", key.Line, key.Value)
+		}
+		axes = append(axes, Axis{Key: key.Value, Values: values})
+	}
+	return axes, nil
+}
+
+// Expand returns every cell of the experiment, the last matrix key varying fastest, with
+// results under resultsDir/<experiment>/<cell>/. A key that is not a config key, a value of
+// the wrong type or a configuration that does not validate is an error naming the key or
+// the cell.
+func (s *Spec) Expand(resultsDir string) ([]Cell, error) {
+	base := trainer.Defaults()
+	if err := decode(s.Base, &base); err != nil {
+		return nil, fmt.Errorf("base: %w", err)
+	}
+	var cells []Cell
+	idx := make([]int, len(s.Matrix))
+	for {
+		values := make(map[string]any, len(s.Matrix))
+		var parts []string
+		for a, axis := range s.Matrix {
+			v := axis.Values[idx[a]]
+			values[axis.Key] = v
+			parts = append(parts, axis.Key+"-"+fmt.Sprint(v))
+		}
+		name := strings.Join(parts, "_")
+		cfg := base
+		if err := decode(values, &cfg); err != nil {
+			return nil, fmt.Errorf("matrix: %w", err)
+		}
+		cfg.Out = filepath.Join(resultsDir, s.Name, name)
+		cfg.Resolve()
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("cell %s: %w", name, err)
+		}
+		cells = append(cells, Cell{Name: name, Values: values, Config: cfg})
+		if !next(idx, s.Matrix) {
+			return cells, nil
+		}
+	}
+}
+
+// next advances idx like an odometer, the last axis fastest; false after the last cell.
+func next(idx []int, axes []Axis) bool {
+	for a := len(idx) - 1; a >= 0; a-- {
+		idx[a]++
+		if idx[a] < len(axes[a].Values) {
+			return true
+		}
+		idx[a] = 0
+	}
+	return false
+}
+
+// decode sets the config keys in m on cfg, rejecting unknown keys and values of the wrong
+// type, as `train --config` does.
+func decode(m map[string]any, cfg *trainer.Config) error {
+	if len(m) == 0 {
+		return nil
+	}
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		Result:           cfg,
+		ErrorUnused:      true,
+		WeaklyTypedInput: true,
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+	})
+	if err != nil {
+		return err
+	}
+	return dec.Decode(m)
+}

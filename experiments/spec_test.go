@@ -1,0 +1,121 @@
+package experiments
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExpand(t *testing.T) {
+	s, err := Parse([]byte(`
+name: sweep
+description: two pipelines at two scales
+base:
+  model: mlp
+  max-steps: 10
+  timeout: 5s
+  milestones: [1, 2]
+matrix:
+  pipeline: [dense, ssfusion]
+  workers: [2, 4]
+  density: [0.01]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand("out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"pipeline-dense_workers-2_density-0.01",
+		"pipeline-dense_workers-4_density-0.01",
+		"pipeline-ssfusion_workers-2_density-0.01",
+		"pipeline-ssfusion_workers-4_density-0.01",
+	}
+	if len(cells) != len(want) {
+		t.Fatalf("%d cells, want %d", len(cells), len(want))
+	}
+	for i, c := range cells {
+		if c.Name != want[i] {
+			t.Errorf("cell %d is %s, want %s", i, c.Name, want[i])
+		}
+		cfg := c.Config
+		if cfg.Model != "mlp" || cfg.MaxSteps != 10 || cfg.Timeout != 5*time.Second || len(cfg.Milestones) != 2 {
+			t.Errorf("cell %s lost the base: %+v", c.Name, cfg)
+		}
+		if cfg.Out != filepath.Join("out", "sweep", c.Name) {
+			t.Errorf("cell %s writes to %s", c.Name, cfg.Out)
+		}
+		if cfg.LR != 0.1 {
+			t.Errorf("cell %s: lr %g, want the resolved CNN default 0.1", c.Name, cfg.LR)
+		}
+	}
+	if c := cells[3].Config; c.Pipeline != "ssfusion" || c.Workers != 4 || c.Density != 0.01 {
+		t.Errorf("last cell: pipeline %s, workers %d, density %g", c.Pipeline, c.Workers, c.Density)
+	}
+}
+
+func TestBadExperiments(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown top key", "nme: x\nmatrix: {workers: [1]}", `"nme"`},
+		{"empty matrix", "name: x\nmatrix: {}", "matrix"},
+		{"no matrix", "name: x\nbase: {model: mlp}", "matrix"},
+		{"scalar value", "matrix: {workers: 2}", `"workers"`},
+		{"empty list", "matrix: {workers: []}", `"workers"`},
+		{"duplicate key", "matrix:\n  workers: [1]\n  workers: [2]", "workers"},
+		{"not yaml", "matrix: [", "YAML"},
+		{"not a mapping", "- 1\n- 2", "mapping"},
+		{"bad name", "name: a/b\nmatrix: {workers: [1]}", "name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBadCells(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown config key", "matrix: {wokers: [1]}", "wokers"},
+		{"unknown base key", "base: {modle: mlp}\nmatrix: {workers: [1]}", "modle"},
+		{"wrong type", "matrix: {density: [lots]}", "density"},
+		{"invalid value", "matrix: {density: [0.5, 2]}", "density-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse([]byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Expand("out")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadNamesAfterFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bandwidth.yaml")
+	if err := os.WriteFile(path, []byte("matrix: {bandwidth: [10Mbit, 1Gbit]}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "bandwidth" {
+		t.Errorf("name %q, want the file's base name", s.Name)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing file: %v", err)
+	}
+}
