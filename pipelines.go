@@ -56,7 +56,7 @@ func ssfusionVariant(offload, interleave bool) newPipeline {
 func fusionBytes(cfg *trainer.Config) int { return int(cfg.FusionMB * (1 << 20)) }
 
 func sparseConfig(cfg *trainer.Config) pipeline.SparseConfig {
-	c := pipeline.SparseConfig{Density: cfg.Density, Selector: cfg.Selector, Seed: uint64(cfg.Seed)}
+	c := pipeline.SparseConfig{Density: cfg.Density, Selector: cfg.Selector, Seed: uint64(cfg.Seed), WarmupSteps: cfg.DensityWarmupSteps}
 	if cfg.MomentumCorrection {
 		c.Momentum = cfg.Momentum
 	}

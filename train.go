@@ -71,6 +71,7 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.Float64("fusion-mb", d.FusionMB, "fusion buffer threshold in MB")
 	f.String("selector", d.Selector, "element selector of sparsifying pipelines: "+strings.Join(pipeline.SelectorNames(), ", "))
 	f.Int("select-threshold", d.SelectThreshold, "SSFusion: tensors with at least this many elements are sparsified")
+	f.Int("density-warmup-steps", d.DensityWarmupSteps, "sparsifying pipelines: the density falls from 0.25 to --density over these first steps (DGC's warm-up)")
 	f.Int("select-workers", d.SelectWorkers, "SSFusion: goroutines that run offloaded selection")
 	f.Bool("momentum-correction", d.MomentumCorrection, "sparsifying pipelines: apply momentum before selection (DGC); the optimizer then runs without")
 	f.Float64("cost-alpha", d.CostAlpha, "SSFusion cost model: start-up time per message, seconds (e.g. 5.2e-4)")

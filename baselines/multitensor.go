@@ -73,7 +73,7 @@ func (p *multiTensor) selectBucket(b int) error {
 	start := time.Now()
 	bucket, fused := p.buckets[b], p.fused[b]
 	var err error
-	if p.idx, err = p.sel.Select(fused, pipeline.KFor(len(fused), p.cfg.Density), p.idx); err != nil {
+	if p.idx, err = p.sel.Select(fused, pipeline.KFor(len(fused), p.cfg.DensityAt(p.f.Step())), p.idx); err != nil {
 		return fmt.Errorf("selecting from fusion buffer %d: %w", b, err)
 	}
 	// Indices come in ascending order and tensors sit at ascending offsets, so one pass

@@ -209,3 +209,21 @@ func TestSparseRejectsNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestDensityWarmup: with warm-up the first steps send more, then the target density.
+func TestDensityWarmup(t *testing.T) {
+	sizes := []int{10000, 20000}
+	grads := pipelinetest.Normal(sizes, nil)
+	cfg := pipeline.SparseConfig{Density: 0.01, Selector: "topk", WarmupSteps: 2}
+	for _, name := range []string{"pertensor", "multitensor"} {
+		res, err := pipelinetest.Run(2, sizes, nil, 4, grads, sparseFactory(name, 1<<20, cfg))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for s, want := range []float64{0.25, 0.05, 0.01, 0.01} {
+			if got := res[0].Metrics[s].DensityAchieved; math.Abs(got-want) > 1e-4 {
+				t.Errorf("%s step %d: density %g, want %g", name, s, got, want)
+			}
+		}
+	}
+}

@@ -43,6 +43,7 @@ type Fusion struct {
 	arrived     []int          // by bucket: tensors pushed this step
 	begun       bool
 	broken      error // the stage could not plan: every later call fails with it
+	steps       int   // steps finished
 	metrics     StepMetrics
 }
 
@@ -171,7 +172,11 @@ func (f *Fusion) abort(err error) error {
 	return err
 }
 
+// Step is the index of the current step, counting from 0.
+func (f *Fusion) Step() int { return f.steps }
+
 func (f *Fusion) nextStep() {
+	f.steps++
 	f.step.NextStep()
 	f.meter.active = false
 	f.begun = false

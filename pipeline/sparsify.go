@@ -14,6 +14,25 @@ type SparseConfig struct {
 	// Momentum turns on DGC's momentum correction in the error-feedback memory (0: off);
 	// the optimizer must then run without momentum.
 	Momentum float64
+	// WarmupSteps is DGC's warm-up training: over the first WarmupSteps steps the density
+	// falls geometrically from WarmupStart (0: 0.25) to Density, so that the early, fast
+	// changing gradients are sent less sparsely. 0: no warm-up.
+	WarmupSteps int
+	WarmupStart float64
+}
+
+// DensityAt is the density of step step (0-based).
+func (c SparseConfig) DensityAt(step int) float64 {
+	if step >= c.WarmupSteps {
+		return c.Density
+	}
+	start := c.WarmupStart
+	if start <= 0 {
+		start = 0.25
+	}
+	start = max(start, c.Density)
+	f := float64(step) / float64(c.WarmupSteps)
+	return math.Exp((1-f)*math.Log(start) + f*math.Log(c.Density))
 }
 
 // Check reports a configuration no sparsifying pipeline can run with.
@@ -23,6 +42,9 @@ func (c SparseConfig) Check() error {
 	}
 	if _, err := NewSelector(c.Selector, c.Seed); err != nil {
 		return err
+	}
+	if c.WarmupSteps < 0 || c.WarmupStart < 0 || c.WarmupStart > 1 {
+		return fmt.Errorf("density warm-up needs steps >= 0 and a start density in [0, 1], got %d and %g", c.WarmupSteps, c.WarmupStart)
 	}
 	if c.Momentum < 0 || c.Momentum >= 1 {
 		return fmt.Errorf("momentum correction factor must be in [0, 1), got %g", c.Momentum)

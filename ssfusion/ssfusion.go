@@ -200,7 +200,7 @@ func (s *stage) selectTensor(sel pipeline.Selector, id int) error {
 	r := s.roles[id]
 	acc := s.mem.Residual(id)
 	part := &s.sparse[s.bucketOf[id]].Parts[r.index]
-	d, err := pipeline.Sparsify(sel, s.mem, id, acc, pipeline.KFor(len(acc), s.cfg.Density), part)
+	d, err := pipeline.Sparsify(sel, s.mem, id, acc, pipeline.KFor(len(acc), s.cfg.DensityAt(s.f.Step())), part)
 	if err != nil {
 		s.f.Fail(err)
 		return err

@@ -53,6 +53,9 @@ type Config struct {
 	Selector        string  `mapstructure:"selector" json:"selector"`
 	SelectThreshold int     `mapstructure:"select-threshold" json:"select_threshold"`
 	SelectWorkers   int     `mapstructure:"select-workers" json:"select_workers"`
+	// DensityWarmupSteps is DGC's warm-up: the density falls from 0.25 to Density over
+	// these first steps (0: none).
+	DensityWarmupSteps int `mapstructure:"density-warmup-steps" json:"density_warmup_steps"`
 	// MomentumCorrection moves SGD momentum into a sparsifying pipeline's error-feedback
 	// memory (DGC); the optimizer then runs without momentum.
 	MomentumCorrection bool `mapstructure:"momentum-correction" json:"momentum_correction"`
@@ -197,6 +200,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SelectThreshold < 0 {
 		bad("select-threshold must not be negative, got %d", c.SelectThreshold)
+	}
+	if c.DensityWarmupSteps < 0 {
+		bad("density-warmup-steps must not be negative, got %d", c.DensityWarmupSteps)
 	}
 	if c.SelectWorkers < 1 {
 		bad("select-workers must be at least 1, got %d", c.SelectWorkers)
