@@ -27,16 +27,11 @@ type multiTensor struct {
 	sparseStage
 	buckets []pipeline.Bucket
 	fused   [][]float32 // by bucket: the memories of its tensors, back to back
-	sel     pipeline.Selector
 	idx     []int32
 }
 
 func (p *multiTensor) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
 	if err := p.plan(f, buckets); err != nil {
-		return nil, false, err
-	}
-	var err error
-	if p.sel, err = pipeline.NewSelector(p.cfg.Selector, p.cfg.Seed+uint64(p.comm.Rank())); err != nil {
 		return nil, false, err
 	}
 	p.buckets = buckets

@@ -19,17 +19,10 @@ func NewPerTensor(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBy
 	return pipeline.NewFusion(comm, tensors, thresholdBytes, p, true)
 }
 
-type perTensor struct {
-	sparseStage
-	sel pipeline.Selector
-}
+type perTensor struct{ sparseStage }
 
 func (p *perTensor) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
 	if err := p.plan(f, buckets); err != nil {
-		return nil, false, err
-	}
-	var err error
-	if p.sel, err = pipeline.NewSelector(p.cfg.Selector, p.cfg.Seed+uint64(p.comm.Rank())); err != nil {
 		return nil, false, err
 	}
 	parts := make([]int, len(buckets))
@@ -62,6 +55,7 @@ type sparseStage struct {
 	cfg     pipeline.SparseConfig
 	f       *pipeline.Fusion
 	mem     *pipeline.Memory
+	sel     pipeline.Selector // selection runs on the pushing goroutine only
 	bufs    []*pipeline.SparseBuffer
 }
 
@@ -73,6 +67,9 @@ func (p *sparseStage) plan(f *pipeline.Fusion, buckets []pipeline.Bucket) error 
 	}
 	var err error
 	if p.mem, err = pipeline.NewMemory(sizes, p.cfg.Momentum); err != nil {
+		return err
+	}
+	if p.sel, err = pipeline.NewSelector(p.cfg.Selector, p.cfg.Seed+uint64(p.comm.Rank())); err != nil {
 		return err
 	}
 	for _, bucket := range buckets {
