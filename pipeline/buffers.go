@@ -71,15 +71,6 @@ func NewSparseBuffer(tensors []Tensor, ids []int) *SparseBuffer {
 	return s
 }
 
-// Pairs counts the pairs this rank sends.
-func (s *SparseBuffer) Pairs() int {
-	n := 0
-	for _, p := range s.Parts {
-		n += len(p.Indices)
-	}
-	return n
-}
-
 // AllGather encodes Parts and starts exchanging them with every rank.
 func (s *SparseBuffer) AllGather(comm dist.Communicator) Completion {
 	var err error
