@@ -36,6 +36,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCommand())
+	root.AddCommand(newTrainCommand(), newRunCommand())
 	return root
 }

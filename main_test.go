@@ -3,12 +3,14 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/ssfusion/ssfusion/experiments"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -65,5 +67,29 @@ func TestConfigMissingFile(t *testing.T) {
 	_, err := loadConfig(flagsFor(t, "--config", "/nonexistent/run.yaml"))
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/run.yaml") {
 		t.Fatalf("error %v, want one naming the file", err)
+	}
+}
+
+// A cell's configuration written by the run command reads back, through train --config,
+// as the same configuration.
+func TestCellConfigRoundTrip(t *testing.T) {
+	want := trainer.Defaults()
+	want.Model, want.Pipeline, want.Workers, want.Density = "vgg11", "ssfusion", 4, 0.05
+	want.Milestones, want.Timeout, want.Bandwidth = []float64{1, 2.5}, 90*time.Second, "10Mbit"
+	want.MomentumCorrection, want.Out = true, "results/x/y"
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := experiments.WriteConfig(want, path); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newTrainCommand()
+	if err := cmd.Flags().Parse([]string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadConfig(cmd.Flags())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("read back\n%+v\nwant\n%+v", got, want)
 	}
 }

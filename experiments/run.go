@@ -1,0 +1,91 @@
+package experiments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/ssfusion/ssfusion/trainer"
+	"go.yaml.in/yaml/v3"
+)
+
+// Runner runs the cells of an experiment one after another.
+type Runner struct {
+	// Train runs one cell's training, which writes summary.json into cell.Config.Out.
+	Train func(ctx context.Context, cell Cell) error
+	// Force reruns cells that already finished.
+	Force bool
+	// Progress, if set, is called before each cell with its position and whether it is
+	// skipped because an earlier run finished it.
+	Progress func(i, n int, cell Cell, skipped bool)
+}
+
+// Run runs every cell that has not finished yet and reports how many it ran. It stops at
+// the first failure, with an error naming the cell; finished cells keep their results.
+func (r Runner) Run(ctx context.Context, cells []Cell) (ran int, err error) {
+	for i, cell := range cells {
+		done, err := Finished(cell.Config.Out)
+		if err != nil {
+			return ran, fmt.Errorf("cell %s: %w", cell.Name, err)
+		}
+		skip := done && !r.Force
+		if r.Progress != nil {
+			r.Progress(i, len(cells), cell, skip)
+		}
+		if skip {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return ran, fmt.Errorf("before cell %s: %w", cell.Name, err)
+		}
+		if err := r.Train(ctx, cell); err != nil {
+			return ran, fmt.Errorf("cell %s (%d of %d): %w", cell.Name, i+1, len(cells), err)
+		}
+		ran++
+	}
+	return ran, nil
+}
+
+// Finished reports whether dir holds the summary.json of a training that ran to its end.
+// A summary an interrupted run wrote ("complete": false) does not count, nor does none.
+func Finished(dir string) (bool, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var s struct {
+		Complete bool `json:"complete"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		// A summary that cannot be read is not a finished run: running the cell again
+		// replaces it.
+		return false, nil
+	}
+	return s.Complete, nil
+}
+
+// WriteConfig writes cfg as a YAML file of config keys, which `train --config` reads back
+// into the same configuration.
+func WriteConfig(cfg trainer.Config, path string) error {
+	var m map[string]any
+	if err := mapstructure.Decode(cfg, &m); err != nil {
+		return fmt.Errorf("encoding the configuration: %w", err)
+	}
+	m["timeout"] = cfg.Timeout.String()
+	data, err := yaml.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encoding the configuration: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return trainer.WriteFileAtomic(path, data)
+}
