@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -252,33 +253,50 @@ func firstBitDiff(a, b []float32) int {
 }
 
 // TestDirectPlacement guards an optimisation that the results cannot show: in the copying
-// phases, the reader puts most frames straight into the destination.
+// phases, the reader puts most frames straight into the destination. How many frames arrive
+// before their destination is known depends on scheduling, and a loaded machine can starve
+// one rank, so the check gets a few attempts: a broken optimisation places none in any.
 func TestDirectPlacement(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
-			const P = 3
-			comms := be.start(t, P, WithSegmentSize(64<<10))
-			noErrors(t, runRanks(t, comms, 30*time.Second, func(r int, c Communicator) error {
-				if err := c.AllReduce(make([]float32, 1<<20), Sum); err != nil {
-					return err
+			var report []string
+			for attempt := range 3 {
+				report = directPlacement(t, be)
+				if len(report) == 0 {
+					return
 				}
-				if err := c.Broadcast(make([]byte, 4<<20), 0); err != nil {
-					return err
-				}
-				_, err := c.AllGatherV(make([]byte, 4<<20))
-				return err
-			}))
-			for r, c := range comms {
-				e := c.(*engine)
-				frames, direct := e.stats.framesRecv.Load(), e.stats.direct.Load()
-				// Allreduce: a quarter of the frames can go in place (the allgather half,
-				// less what arrives before this rank has sent its part); broadcast and
-				// allgatherv: nearly all.
-				if direct < frames/6 {
-					t.Errorf("rank %d: %d of %d frames placed directly", r, direct, frames)
-				}
-				t.Logf("rank %d: %d of %d frames placed directly", r, direct, frames)
+				t.Logf("attempt %d: %s", attempt+1, strings.Join(report, "; "))
 			}
+			t.Errorf("too few frames placed directly in every attempt: %s", strings.Join(report, "; "))
 		})
 	}
+}
+
+// directPlacement runs an allreduce, a broadcast and an allgatherv on 3 ranks and describes
+// every rank that placed fewer than a sixth of its frames directly.
+func directPlacement(t *testing.T, be backend) []string {
+	const P = 3
+	comms := be.start(t, P, WithSegmentSize(64<<10))
+	noErrors(t, runRanks(t, comms, 30*time.Second, func(r int, c Communicator) error {
+		if err := c.AllReduce(make([]float32, 1<<20), Sum); err != nil {
+			return err
+		}
+		if err := c.Broadcast(make([]byte, 4<<20), 0); err != nil {
+			return err
+		}
+		_, err := c.AllGatherV(make([]byte, 4<<20))
+		return err
+	}))
+	var short []string
+	for r, c := range comms {
+		e := c.(*engine)
+		frames, direct := e.stats.framesRecv.Load(), e.stats.direct.Load()
+		// Allreduce: a quarter of the frames can go in place (the allgather half, less
+		// what arrives before this rank has sent its part); broadcast and allgatherv:
+		// nearly all.
+		if direct < frames/6 {
+			short = append(short, fmt.Sprintf("rank %d: %d of %d frames placed directly", r, direct, frames))
+		}
+	}
+	return short
 }
