@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -55,10 +56,15 @@ experiment again only runs what is missing; --force reruns everything.`,
 			},
 		}
 		ran, err := r.Run(cmd.Context(), cells)
+		// The report covers what finished even when a cell failed.
+		report := filepath.Join(*results, spec.Name, "report.md")
+		if rerr := experiments.WriteReport(spec, cells, report); rerr != nil {
+			return errors.Join(err, fmt.Errorf("writing the report: %w", rerr))
+		}
 		if err != nil {
 			return err
 		}
-		logf("experiment %s: %d cells, %d run, results in %s", spec.Name, len(cells), ran, filepath.Join(*results, spec.Name))
+		logf("experiment %s: %d cells, %d run; report in %s", spec.Name, len(cells), ran, report)
 		return nil
 	}
 	return cmd
