@@ -42,8 +42,8 @@ type Fusion struct {
 	pending     []atomic.Int32 // by collective: parts still to come this step
 	arrived     []int          // by bucket: tensors pushed this step
 	begun       bool
-	broken      error // the stage could not plan: every later call fails with it
-	steps       int   // steps finished
+	broken      error        // the stage could not plan: every later call fails with it
+	steps       atomic.Int64 // steps finished; read by selection goroutines
 	metrics     StepMetrics
 }
 
@@ -172,11 +172,11 @@ func (f *Fusion) abort(err error) error {
 	return err
 }
 
-// Step is the index of the current step, counting from 0.
-func (f *Fusion) Step() int { return f.steps }
+// Step is the index of the current step, counting from 0. Safe for concurrent use.
+func (f *Fusion) Step() int { return int(f.steps.Load()) }
 
 func (f *Fusion) nextStep() {
-	f.steps++
+	f.steps.Add(1)
 	f.step.NextStep()
 	f.meter.active = false
 	f.begun = false
