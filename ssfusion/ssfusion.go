@@ -50,11 +50,11 @@ type collective struct {
 	sparse bool
 }
 
-// role says what happens to one tensor: it joins its buffer's dense or sparse part at
-// position index, whose collective is coll.
+// role says what happens to one tensor: it joins the dense or sparse part of buffer bucket
+// at position index, whose collective is coll.
 type role struct {
-	sparse      bool
-	index, coll int
+	sparse              bool
+	bucket, index, coll int
 }
 
 type stage struct {
@@ -67,7 +67,6 @@ type stage struct {
 	schedule []collective
 	dense    []*pipeline.DenseBuffer  // by bucket; nil without a dense part
 	sparse   []*pipeline.SparseBuffer // by bucket; nil without a sparse part
-	bucketOf []int                    // by tensor id
 	mem      *pipeline.Memory
 	sels     []pipeline.Selector // one per selecting goroutine
 	pool     *pipeline.Pool
@@ -76,7 +75,6 @@ type stage struct {
 func (s *stage) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
 	s.f = f
 	s.roles = make([]role, len(s.tensors))
-	s.bucketOf = make([]int, len(s.tensors))
 	memSizes := make([]int, len(s.tensors))
 	denseIDs := make([][]int, len(buckets))
 	sparseIDs := make([][]int, len(buckets))
@@ -87,14 +85,13 @@ func (s *stage) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool
 		}
 		chosen := Choose(sizes, s.cfg.Threshold, s.cfg.Density, s.cfg.Cost, s.comm.Size())
 		for i, id := range bucket.Tensors {
-			s.bucketOf[id] = b
 			memSizes[id] = -1
 			if chosen[i] {
 				memSizes[id] = sizes[i]
-				s.roles[id] = role{sparse: true, index: len(sparseIDs[b])}
+				s.roles[id] = role{sparse: true, bucket: b, index: len(sparseIDs[b])}
 				sparseIDs[b] = append(sparseIDs[b], id)
 			} else {
-				s.roles[id] = role{index: len(denseIDs[b])}
+				s.roles[id] = role{bucket: b, index: len(denseIDs[b])}
 				denseIDs[b] = append(denseIDs[b], id)
 			}
 		}
@@ -177,7 +174,7 @@ func (s *stage) startSelectors() error {
 func (s *stage) Process(id int, _ pipeline.Slot, grad []float32) error {
 	r := s.roles[id]
 	if !r.sparse {
-		s.dense[s.bucketOf[id]].Put(r.index, grad)
+		s.dense[r.bucket].Put(r.index, grad)
 		s.f.Meter().Dense(len(grad))
 		s.f.Done(r.coll)
 		return nil
@@ -199,7 +196,7 @@ func (s *stage) Process(id int, _ pipeline.Slot, grad []float32) error {
 func (s *stage) selectTensor(sel pipeline.Selector, id int) error {
 	r := s.roles[id]
 	acc := s.mem.Residual(id)
-	part := &s.sparse[s.bucketOf[id]].Parts[r.index]
+	part := &s.sparse[r.bucket].Parts[r.index]
 	d, err := pipeline.Sparsify(sel, s.mem, id, acc, pipeline.KFor(len(acc), s.cfg.DensityAt(s.f.Step())), part)
 	if err != nil {
 		s.f.Fail(err)
