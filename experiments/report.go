@@ -55,6 +55,9 @@ func Report(spec *Spec, cells []Cell) (string, error) {
 	return b.String(), nil
 }
 
+// errCorruptSummary marks a summary.json that is not a summary.
+var errCorruptSummary = errors.New("not a summary")
+
 // readSummary reads dir/summary.json; nil without error when there is none.
 func readSummary(dir string) (*trainer.Summary, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
@@ -66,7 +69,7 @@ func readSummary(dir string) (*trainer.Summary, error) {
 	}
 	var s trainer.Summary
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, "summary.json"), err)
+		return nil, fmt.Errorf("reading %s: %w: %w", filepath.Join(dir, "summary.json"), errCorruptSummary, err)
 	}
 	return &s, nil
 }

@@ -27,12 +27,7 @@ func TestReport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.MkdirAll(c.Config.Out, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(c.Config.Out, "summary.json"), raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeSummary(t, c.Config.Out, raw)
 	}
 	put(cells[0], trainer.Summary{Complete: true, Steps: 300, FinalLoss: f(0.0375), Eval: trainer.Eval{Accuracy: f(0.9888)},
 		Throughput:  trainer.Throughput{SamplesPerS: 43, StepMS: trainer.StepMS{Total: 1488, Compute: 587, Comm: 900, Wait: 900}},
@@ -61,12 +56,7 @@ func TestReport(t *testing.T) {
 		}
 	}
 	// A summary that is not JSON is an error naming the file.
-	if err := os.MkdirAll(cells[2].Config.Out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(cells[2].Config.Out, "summary.json"), []byte("{"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeSummary(t, cells[2].Config.Out, []byte("{"))
 	if _, err := Report(s, cells); err == nil || !strings.Contains(err.Error(), "summary.json") {
 		t.Errorf("corrupt summary: %v", err)
 	}

@@ -2,10 +2,8 @@ package experiments
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -54,20 +52,13 @@ func (r Runner) Run(ctx context.Context, cells []Cell) (ran int, err error) {
 // Finished reports whether dir holds the summary.json of a training that ran to its end.
 // A summary an interrupted run wrote ("complete": false) does not count, nor does none.
 func Finished(dir string) (bool, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
-	if errors.Is(err, fs.ErrNotExist) {
+	s, err := readSummary(dir)
+	if errors.Is(err, errCorruptSummary) {
+		// Not a finished run: running the cell again replaces it.
 		return false, nil
 	}
-	if err != nil {
+	if err != nil || s == nil {
 		return false, err
-	}
-	var s struct {
-		Complete bool `json:"complete"`
-	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		// A summary that cannot be read is not a finished run: running the cell again
-		// replaces it.
-		return false, nil
 	}
 	return s.Complete, nil
 }

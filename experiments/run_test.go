@@ -20,14 +20,7 @@ func TestRunnerResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write := func(cell Cell, body string) {
-		if err := os.MkdirAll(cell.Config.Out, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(cell.Config.Out, "summary.json"), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(cell Cell, body string) { writeSummary(t, cell.Config.Out, []byte(body)) }
 	// The first cell finished earlier; the second was interrupted; the third never ran.
 	write(cells[0], `{"complete": true}`)
 	write(cells[1], `{"complete": false}`)
@@ -105,5 +98,16 @@ func TestFinished(t *testing.T) {
 		if got, err := Finished(dir); err != nil || got != tc.want {
 			t.Errorf("summary %q: finished %v, %v; want %v", tc.body, got, err, tc.want)
 		}
+	}
+}
+
+// writeSummary puts body into dir/summary.json, creating dir.
+func writeSummary(t *testing.T, dir string, body []byte) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), body, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
