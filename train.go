@@ -84,6 +84,8 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.Duration("timeout", d.Timeout, "a peer silent for this long fails the job")
 	f.Int("check-every", d.CheckEvery, "compare parameter checksums across ranks every N steps")
 	f.String("out", d.Out, "output folder")
+	f.Int("checkpoint-every", d.CheckpointEvery, "write a checkpoint into <out>/checkpoint every N steps (0: never)")
+	f.String("resume", d.Resume, "continue the run whose checkpoint is in this folder, with its configuration unless flags change it")
 }
 
 // loadConfig resolves the configuration from flags, SSF_* variables and the --config file.
@@ -108,11 +110,42 @@ func loadConfig(flags *pflag.FlagSet) (trainer.Config, error) {
 			return trainer.Config{}, fmt.Errorf("reading config %s: %w", path, err)
 		}
 	}
+	if err := resumeDefaults(v, flags); err != nil {
+		return trainer.Config{}, err
+	}
 	var cfg trainer.Config
 	if err := v.UnmarshalExact(&cfg); err != nil {
 		return trainer.Config{}, fmt.Errorf("configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// resumeDefaults makes `train --resume DIR` continue the run in DIR as it was configured:
+// without a --config file the checkpoint's configuration stands in for one, and the
+// results go to DIR (where the checkpoint is) unless --out says otherwise.
+func resumeDefaults(v *viper.Viper, flags *pflag.FlagSet) error {
+	dir := v.GetString("resume")
+	if dir == "" {
+		return nil
+	}
+	if path, _ := flags.GetString("config"); path == "" {
+		saved, err := trainer.ReadCheckpointConfig(dir)
+		if err != nil {
+			return err
+		}
+		saved.Resume = dir
+		keys, err := saved.Keys()
+		if err != nil {
+			return err
+		}
+		if err := v.MergeConfigMap(keys); err != nil {
+			return fmt.Errorf("using the configuration of the checkpoint in %s: %w", dir, err)
+		}
+	}
+	if !flags.Changed("out") {
+		v.Set("out", dir)
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

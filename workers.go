@@ -87,6 +87,25 @@ type closeBoth struct {
 
 func (c closeBoth) Close() error { return errors.Join(c.Pipeline.Close(), c.comm.Close()) }
 
+// State implements pipeline.Stateful for the pipeline inside, which may keep no state.
+func (c closeBoth) State() (pipeline.State, error) {
+	if s, ok := c.Pipeline.(pipeline.Stateful); ok {
+		return s.State()
+	}
+	return pipeline.State{}, nil
+}
+
+// Restore implements pipeline.Stateful.
+func (c closeBoth) Restore(st pipeline.State) error {
+	if s, ok := c.Pipeline.(pipeline.Stateful); ok {
+		return s.Restore(st)
+	}
+	if st.Residuals != nil || st.Momenta != nil {
+		return errors.New("the pipeline keeps no state, the checkpoint holds some")
+	}
+	return nil
+}
+
 // link turns the link-emulation and failure flags into communicator options.
 func link(cfg trainer.Config) (bandwidth float64, latency time.Duration, err error) {
 	if bandwidth, err = dist.ParseBandwidth(cfg.Bandwidth); err != nil {

@@ -78,6 +78,9 @@ func (p *sparseStage) plan(f *pipeline.Fusion, buckets []pipeline.Bucket) error 
 	return nil
 }
 
+// Memory returns the error-feedback memory, nil before the plan; checkpoints read it.
+func (p *sparseStage) Memory() *pipeline.Memory { return p.mem }
+
 func (p *sparseStage) Issue(b int) pipeline.Completion { return p.bufs[b].AllGather(p.comm) }
 
 func (p *sparseStage) Finish() error {

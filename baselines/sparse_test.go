@@ -227,3 +227,22 @@ func TestDensityWarmup(t *testing.T) {
 		}
 	}
 }
+
+// TestSparseResume: a pipeline restored from a checkpoint of its state continues exactly as
+// one that never stopped, with plain error feedback and with DGC's momentum correction and
+// density warm-up (which reads the step count).
+func TestSparseResume(t *testing.T) {
+	sizes := []int{3000, 16, 700, 5}
+	grads := pipelinetest.Normal(sizes, nil)
+	configs := map[string]pipeline.SparseConfig{
+		"plain": {Density: 0.02, Selector: "topk"},
+		"dgc":   {Density: 0.02, Selector: "topk", Momentum: 0.9, WarmupSteps: 4},
+	}
+	for _, name := range []string{"pertensor", "multitensor"} {
+		for cname, cfg := range configs {
+			if err := pipelinetest.CheckResume(3, sizes, 6, 3, grads, sparseFactory(name, 4*1000, cfg)); err != nil {
+				t.Errorf("%s, %s: %v", name, cname, err)
+			}
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/go-viper/mapstructure/v2"
 	"github.com/ssfusion/ssfusion/trainer"
 	"go.yaml.in/yaml/v3"
 )
@@ -66,11 +65,10 @@ func Finished(dir string) (bool, error) {
 // WriteConfig writes cfg as a YAML file of config keys, which `train --config` reads back
 // into the same configuration.
 func WriteConfig(cfg trainer.Config, path string) error {
-	var m map[string]any
-	if err := mapstructure.Decode(cfg, &m); err != nil {
-		return fmt.Errorf("encoding the configuration: %w", err)
+	m, err := cfg.Keys()
+	if err != nil {
+		return err
 	}
-	m["timeout"] = cfg.Timeout.String()
 	data, err := yaml.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encoding the configuration: %w", err)

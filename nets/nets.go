@@ -86,6 +86,11 @@ type Model interface {
 	// Evaluate runs forward in eval mode (BatchNorm running statistics). It changes no parameter,
 	// gradient, buffer or training state and calls no hook.
 	Evaluate(b *Batch) (Result, error)
+	// TrainState encodes what TrainStep carries from one call to the next besides
+	// parameters and buffers (the dropout stream, an LSTM's hidden state), for a checkpoint.
+	TrainState() ([]byte, error)
+	// SetTrainState restores what TrainState of a model of the same Spec returned.
+	SetTrainState([]byte) error
 	// Close releases the Gorgonia machines.
 	Close() error
 }

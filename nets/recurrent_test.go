@@ -72,3 +72,78 @@ func TestLSTMResetState(t *testing.T) {
 		t.Errorf("an MLP implements Recurrent")
 	}
 }
+
+// TestTrainStateResumes checks that a model given another's parameters and training state
+// trains on exactly as the original does: same loss and same gradients, bit for bit, with
+// dropout drawing from its stream and the LSTM state carried.
+func TestTrainStateResumes(t *testing.T) {
+	s := tinyLSTM
+	s.Dropout = 0.3
+	a, b := mustNew(t, s), mustNew(t, s)
+	batch := randBatch(s, s.BatchSize, 2)
+	for range 2 {
+		zeroGrads(a)
+		mustTrain(t, a, batch)
+		for i, p := range a.Params() {
+			for j, g := range p.Grad {
+				p.Value[j] -= 0.1 * g
+			}
+			copy(b.Params()[i].Value, p.Value)
+		}
+	}
+	state, err := a.TrainState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetTrainState(state); err != nil {
+		t.Fatal(err)
+	}
+	zeroGrads(a)
+	zeroGrads(b)
+	ra, rb := mustTrain(t, a, batch), mustTrain(t, b, batch)
+	if ra != rb {
+		t.Fatalf("resumed model: %+v, original: %+v", rb, ra)
+	}
+	ga, gb := cloneGrads(a), cloneGrads(b)
+	for i := range ga {
+		for j := range ga[i] {
+			if math.Float32bits(ga[i][j]) != math.Float32bits(gb[i][j]) {
+				t.Fatalf("gradient %d[%d]: resumed %g, original %g", i, j, gb[i][j], ga[i][j])
+			}
+		}
+	}
+	// A model that has not been given the state draws other dropout masks.
+	c := mustNew(t, s)
+	for i, p := range a.Params() {
+		copy(c.Params()[i].Value, p.Value)
+	}
+	zeroGrads(c)
+	if rc := mustTrain(t, c, batch); rc == ra {
+		t.Errorf("a fresh model trains as the resumed one: the state carried nothing")
+	}
+}
+
+// TestSetTrainStateRejectsForeignState checks that truncated state, or state from a model of
+// another shape, is an error.
+func TestSetTrainStateRejectsForeignState(t *testing.T) {
+	small := tinyLSTM
+	wide := tinyLSTM
+	wide.HSize *= 2
+	state, err := mustNew(t, wide).TrainState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mustNew(t, small)
+	for name, s := range map[string][]byte{"other shape": state, "truncated": state[:len(state)/2], "empty": nil} {
+		if err := m.SetTrainState(s); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	own, err := m.TrainState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetTrainState(append(own, 0)); err == nil {
+		t.Errorf("trailing byte: no error")
+	}
+}

@@ -44,6 +44,7 @@ type Fusion struct {
 	begun       bool
 	broken      error        // the stage could not plan: every later call fails with it
 	steps       atomic.Int64 // steps finished; read by selection goroutines
+	restored    *State       // state to move into the memory once the stage plans it
 	metrics     StepMetrics
 }
 
@@ -160,6 +161,10 @@ func (f *Fusion) plan() error {
 	f.arrived = make([]int, len(f.step.Buckets()))
 	f.pending = make([]atomic.Int32, len(parts))
 	f.ctl = NewController(len(parts), serial, f.stage.Issue)
+	if err := f.applyRestored(); err != nil {
+		f.broken = err
+		return err
+	}
 	return nil
 }
 

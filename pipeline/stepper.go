@@ -90,6 +90,39 @@ func (s *Stepper) plan() error {
 		}
 		s.order[i] = id
 	}
+	return s.build()
+}
+
+// Adopt plans the fusion buffers from an order agreed earlier (in a checkpointed run), so
+// that the first step needs no agreement and no replay.
+func (s *Stepper) Adopt(order []int) error {
+	if s.buckets != nil {
+		return fmt.Errorf("adopting a backprop order: the plan exists already")
+	}
+	if len(order) != len(s.tensors) {
+		return fmt.Errorf("adopting a backprop order of %d tensors for %d", len(order), len(s.tensors))
+	}
+	seen := make([]bool, len(s.tensors))
+	for _, id := range order {
+		if id < 0 || id >= len(s.tensors) || seen[id] {
+			return fmt.Errorf("adopting a backprop order: tensor %d is out of range or repeated", id)
+		}
+		seen[id] = true
+	}
+	s.order = append([]int(nil), order...)
+	return s.build()
+}
+
+// Order returns the agreed backprop order, nil before the plan.
+func (s *Stepper) Order() []int {
+	if s.buckets == nil {
+		return nil
+	}
+	return s.order
+}
+
+// build makes the fusion buffers from the agreed order.
+func (s *Stepper) build() error {
 	buckets, err := PlanBuckets(s.order, func(id int) int { return len(s.tensors[id].Grad) }, s.threshold)
 	if err != nil {
 		return fmt.Errorf("planning fusion buffers: %w", err)

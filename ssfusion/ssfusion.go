@@ -72,6 +72,10 @@ type stage struct {
 	pool     *pipeline.Pool
 }
 
+// Memory returns the error-feedback memory of the sparsified tensors, nil before the plan;
+// checkpoints read it.
+func (s *stage) Memory() *pipeline.Memory { return s.mem }
+
 func (s *stage) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
 	s.f = f
 	s.roles = make([]role, len(s.tensors))

@@ -238,3 +238,17 @@ func TestChoose(t *testing.T) {
 		t.Errorf("one rank: the cost model has nothing to weigh, want the size rule, got %v", got)
 	}
 }
+
+// TestResume: every variant restored from a checkpoint of its state continues exactly as
+// one that never stopped, the sparsified tensors' residuals and momenta included.
+func TestResume(t *testing.T) {
+	sizes := []int{3000, 16, 700, 5, 1200}
+	grads := pipelinetest.Normal(sizes, nil)
+	for _, v := range variants {
+		cfg := config(0.02, 600, v.offload, v.interleave)
+		cfg.Momentum, cfg.WarmupSteps = 0.9, 4
+		if err := pipelinetest.CheckResume(3, sizes, 6, 3, grads, factory(4*2000, cfg)); err != nil {
+			t.Errorf("%s: %v", v.name, err)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/go-viper/mapstructure/v2"
 )
 
 // Config is one training run. Its mapstructure keys are the command-line flag names, the keys
@@ -73,6 +75,10 @@ type Config struct {
 	CheckEvery int           `mapstructure:"check-every" json:"check_every"`
 
 	Out string `mapstructure:"out" json:"out"`
+	// CheckpointEvery writes a checkpoint into Out/checkpoint every so many steps (0: never);
+	// Resume continues the run whose checkpoint is in that folder.
+	CheckpointEvery int    `mapstructure:"checkpoint-every" json:"checkpoint_every"`
+	Resume          string `mapstructure:"resume" json:"resume"`
 }
 
 // Defaults returns the configuration a bare `train` runs with.
@@ -201,6 +207,9 @@ func (c *Config) Validate() error {
 	if c.SelectThreshold < 0 {
 		bad("select-threshold must not be negative, got %d", c.SelectThreshold)
 	}
+	if c.CheckpointEvery < 0 {
+		bad("checkpoint-every must not be negative, got %d", c.CheckpointEvery)
+	}
 	if c.DensityWarmupSteps < 0 {
 		bad("density-warmup-steps must not be negative, got %d", c.DensityWarmupSteps)
 	}
@@ -252,4 +261,15 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 	}
 	c.Timeout = d
 	return nil
+}
+
+// Keys returns c as configuration keys (the flag names) and values, as a --config file
+// holds them.
+func (c Config) Keys() (map[string]any, error) {
+	var m map[string]any
+	if err := mapstructure.Decode(c, &m); err != nil {
+		return nil, fmt.Errorf("encoding the configuration: %w", err)
+	}
+	m["timeout"] = c.Timeout.String()
+	return m, nil
 }

@@ -17,6 +17,8 @@ type source interface {
 	StepsPerEpoch() int
 	// StartEpoch rewinds to the first batch of epoch e.
 	StartEpoch(e int)
+	// Seek moves to batch i of the current epoch, as if i batches had been read.
+	Seek(i int)
 	// Next fills b and reports false at the end of the epoch.
 	Next(b *nets.Batch) bool
 	// SamplesPerBatch counts what a throughput figure counts: images, or tokens.
@@ -143,6 +145,7 @@ type imageSource struct {
 
 func (s *imageSource) StepsPerEpoch() int   { return s.loader.BatchesPerEpoch() }
 func (s *imageSource) StartEpoch(e int)     { s.loader.StartEpoch(e) }
+func (s *imageSource) Seek(i int)           { s.loader.Seek(i) }
 func (s *imageSource) SamplesPerBatch() int { return s.batch }
 
 func (s *imageSource) Next(b *nets.Batch) bool {
@@ -188,6 +191,7 @@ type textSource struct {
 
 func (s *textSource) StepsPerEpoch() int   { return s.limit }
 func (s *textSource) StartEpoch(int)       { s.next = 0 }
+func (s *textSource) Seek(i int)           { s.next = min(max(i, 0), s.limit) }
 func (s *textSource) SamplesPerBatch() int { return s.streams.Streams() * s.seqLen }
 
 func (s *textSource) Next(b *nets.Batch) bool {

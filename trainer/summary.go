@@ -14,47 +14,47 @@ const finalLossWindow = 20
 // stepStats accumulates the per-step figures that summary.json averages. The first step is
 // kept out of the timing averages: it pays one-off allocations and warm-up.
 type stepStats struct {
-	steps       int
-	firstLoss   float64
-	recent      []float64
-	timed       int
-	timedSecs   float64
-	samples     int
-	ms          StepMS
-	bytes       float64
-	denseBytes  float64
-	densitySum  float64
-	missingSum  float64
-	densitySeen int
+	Steps       int
+	FirstLoss   float64
+	Recent      []float64
+	Timed       int
+	TimedSecs   float64
+	Samples     int
+	Ms          StepMS
+	Bytes       float64
+	DenseBytes  float64
+	DensitySum  float64
+	MissingSum  float64
+	DensitySeen int
 }
 
 func (s *stepStats) add(row Row, m pipeline.StepMetrics) {
-	if s.steps == 0 {
-		s.firstLoss = row.Loss
+	if s.Steps == 0 {
+		s.FirstLoss = row.Loss
 	}
-	s.steps++
-	if len(s.recent) == finalLossWindow {
-		s.recent = s.recent[1:]
+	s.Steps++
+	if len(s.Recent) == finalLossWindow {
+		s.Recent = s.Recent[1:]
 	}
-	s.recent = append(s.recent, row.Loss)
-	s.bytes += float64(m.BytesSent)
-	s.denseBytes += float64(m.DenseBytes)
+	s.Recent = append(s.Recent, row.Loss)
+	s.Bytes += float64(m.BytesSent)
+	s.DenseBytes += float64(m.DenseBytes)
 	if m.HasDensity {
-		s.densitySeen++
-		s.densitySum += m.DensityAchieved
-		s.missingSum += float64(m.TensorsMissing)
+		s.DensitySeen++
+		s.DensitySum += m.DensityAchieved
+		s.MissingSum += float64(m.TensorsMissing)
 	}
-	if s.steps == 1 {
+	if s.Steps == 1 {
 		return
 	}
-	s.timed++
-	s.timedSecs += row.StepMS.Total / 1000
-	s.samples += row.Samples
-	s.ms.Total += row.StepMS.Total
-	s.ms.Compute += row.StepMS.Compute
-	s.ms.Sparsify += row.StepMS.Sparsify
-	s.ms.Comm += row.StepMS.Comm
-	s.ms.Wait += row.StepMS.Wait
+	s.Timed++
+	s.TimedSecs += row.StepMS.Total / 1000
+	s.Samples += row.Samples
+	s.Ms.Total += row.StepMS.Total
+	s.Ms.Compute += row.StepMS.Compute
+	s.Ms.Sparsify += row.StepMS.Sparsify
+	s.Ms.Comm += row.StepMS.Comm
+	s.Ms.Wait += row.StepMS.Wait
 }
 
 func (r *run) summarize(trainErr error) *Summary {
@@ -70,34 +70,34 @@ func (r *run) summarize(trainErr error) *Summary {
 	if r.lastRes != nil {
 		s.Eval = *r.lastRes
 	}
-	if st.steps > 0 {
-		first := st.firstLoss
+	if st.Steps > 0 {
+		first := st.FirstLoss
 		final := 0.0
-		for _, l := range st.recent {
+		for _, l := range st.Recent {
 			final += l
 		}
-		final /= float64(len(st.recent))
+		final /= float64(len(st.Recent))
 		s.InitialLoss, s.FinalLoss = &first, &final
-		bytes, dense := st.bytes/float64(st.steps), st.denseBytes/float64(st.steps)
+		bytes, dense := st.Bytes/float64(st.Steps), st.DenseBytes/float64(st.Steps)
 		s.Traffic = Traffic{BytesSentPerStep: &bytes, DenseBytesPerStep: &dense}
 	}
-	if st.timed > 0 {
-		n := float64(st.timed)
+	if st.Timed > 0 {
+		n := float64(st.Timed)
 		s.Throughput = Throughput{
-			SamplesPerS: float64(st.samples) / st.timedSecs,
-			StepMS: StepMS{Total: st.ms.Total / n, Compute: st.ms.Compute / n, Sparsify: st.ms.Sparsify / n,
-				Comm: st.ms.Comm / n, Wait: st.ms.Wait / n},
+			SamplesPerS: float64(st.Samples) / st.TimedSecs,
+			StepMS: StepMS{Total: st.Ms.Total / n, Compute: st.Ms.Compute / n, Sparsify: st.Ms.Sparsify / n,
+				Comm: st.Ms.Comm / n, Wait: st.Ms.Wait / n},
 		}
 	}
 	s.Sparsity.Tensors = len(r.params)
-	if st.densitySeen > 0 {
+	if st.DensitySeen > 0 {
 		target := r.cfg.Density
-		achieved, missing := st.densitySum/float64(st.densitySeen), st.missingSum/float64(st.densitySeen)
+		achieved, missing := st.DensitySum/float64(st.DensitySeen), st.MissingSum/float64(st.DensitySeen)
 		s.Sparsity.DensityTarget, s.Sparsity.DensityAchieved, s.Sparsity.TensorsMissingPerStep = &target, &achieved, &missing
 	}
 	s.Consistency.ParamChecksum = fmt.Sprintf("%016x", checksum(r.params))
-	if r.checks.checks > 0 {
-		equal := r.checks.equal
+	if r.checks.Checks > 0 {
+		equal := r.checks.Equal
 		s.Consistency.ParamChecksumEqual = &equal
 	}
 	return s

@@ -79,8 +79,8 @@ func (r *run) sumTallies(t tally) (tally, error) {
 
 // consistency records the parameter checksum comparisons of a job.
 type consistency struct {
-	checks int
-	equal  bool
+	Checks int
+	Equal  bool
 }
 
 // checkConsistency compares the parameter checksums of all ranks every CheckEvery steps and
@@ -94,14 +94,14 @@ func (r *run) checkConsistency(last bool) error {
 	if err != nil {
 		return fmt.Errorf("comparing parameter checksums after step %d: %w", r.step, err)
 	}
-	r.checks.checks++
-	r.checks.equal = true
+	r.checks.Checks++
+	r.checks.Equal = true
 	for rank, b := range all {
 		if len(b) != 8 {
 			return fmt.Errorf("comparing parameter checksums: rank %d sent %d bytes, want 8", rank, len(b))
 		}
 		if theirs := binary.LittleEndian.Uint64(b); theirs != mine {
-			r.checks.equal = false
+			r.checks.Equal = false
 			return fmt.Errorf("parameters differ across ranks after step %d: rank %d has checksum %016x, rank %d %016x",
 				r.step, r.rank, mine, rank, theirs)
 		}

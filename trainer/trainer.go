@@ -34,6 +34,9 @@ type Options struct {
 	// trainer broadcasts rank 0's initial parameters, averages evaluations, compares parameter
 	// checksums every Config.CheckEvery steps, and lets only rank 0 write outputs.
 	Comm dist.Communicator
+	// AfterStep, when set, is called after every training step with the number of steps
+	// done, e.g. to stop a run from outside at a chosen point.
+	AfterStep func(steps int)
 }
 
 // DefaultOut is where a run writes when --out is not given: results/train/<run>/.
@@ -62,14 +65,21 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 	defer r.close()
 	trainErr := r.train(ctx)
 	s := r.summarize(trainErr)
-	if r.rank != 0 {
+	if r.rank == 0 {
+		if err := writeOutputs(cfg.Out, s, r.rows); err != nil {
+			return s, errors.Join(trainErr, err)
+		}
+		opts.Logf("wrote %s", filepath.Join(cfg.Out, "summary.json"))
+	}
+	if trainErr != nil || cfg.CheckpointEvery == 0 {
 		return s, trainErr
 	}
-	if err := writeOutputs(cfg.Out, s, r.rows); err != nil {
-		return s, errors.Join(trainErr, err)
+	// The outputs now hold the whole run: its checkpoint could only resume a finished run.
+	// Every rank waits for rank 0's outputs before removing its part.
+	if err := r.barrier("rank 0 wrote the results"); err != nil {
+		return s, err
 	}
-	opts.Logf("wrote %s", filepath.Join(cfg.Out, "summary.json"))
-	return s, trainErr
+	return s, r.removeCheckpoints(0)
 }
 
 // run is the state of one training run.
@@ -166,16 +176,17 @@ func (r *run) train(ctx context.Context) error {
 	total, perEpoch := r.totalSteps(), r.data.train.StepsPerEpoch()
 	r.opts.Logf("training %s on %s: %d parameters in %d tensors, %d steps (%d per epoch), pipeline %s",
 		r.cfg.Model, r.cfg.Dataset, r.numParams(), len(r.params), total, perEpoch, r.cfg.Pipeline)
-	if err := r.broadcastInitial(); err != nil {
+	if err := r.begin(); err != nil {
 		return err
 	}
-	r.start = time.Now()
-	for epoch := 0; r.step < total; epoch++ {
+	for epoch := r.step / perEpoch; r.step < total; epoch++ {
 		r.data.train.StartEpoch(epoch)
-		if rec, ok := r.model.(nets.Recurrent); ok {
+		if pos := r.step - epoch*perEpoch; pos > 0 {
+			r.data.train.Seek(pos) // resumed mid-epoch; the model's state was restored
+		} else if rec, ok := r.model.(nets.Recurrent); ok {
 			rec.ResetState()
 		}
-		bar := newProgress(r.opts, r.cfg.LogEvery, epoch, min(perEpoch, total-r.step))
+		bar := newProgress(r.opts, r.cfg.LogEvery, epoch, min(perEpoch*(epoch+1), total)-r.step)
 		for r.step < total && r.data.train.Next(&r.batch) {
 			if err := ctx.Err(); err != nil {
 				bar.finish()
@@ -189,25 +200,63 @@ func (r *run) train(ctx context.Context) error {
 			r.rows = append(r.rows, row)
 			r.step++
 			bar.update(row, r.samplesPerStep())
-			if err := r.checkConsistency(r.step == total); err != nil {
+			if err := r.afterStep(total); err != nil {
 				bar.finish()
 				return err
 			}
-			if r.cfg.EvalEvery > 0 && r.step%r.cfg.EvalEvery == 0 && r.step < total {
-				if err := r.evaluate(); err != nil {
-					bar.finish()
-					return err
-				}
+			if r.opts.AfterStep != nil {
+				r.opts.AfterStep(r.step)
 			}
 		}
 		bar.finish()
-		if r.cfg.EvalEvery == 0 && r.step < total {
-			if err := r.evaluate(); err != nil {
+	}
+	return r.evaluate()
+}
+
+// begin starts the run afresh, every rank from rank 0's parameters, or resumes it from the
+// checkpoint in --resume.
+func (r *run) begin() error {
+	if r.cfg.Resume == "" {
+		if r.cfg.CheckpointEvery > 0 {
+			// A checkpoint left by an earlier run in this folder is not this run's.
+			if err := r.removeCheckpoints(0); err != nil {
 				return err
 			}
 		}
+		if err := r.broadcastInitial(); err != nil {
+			return err
+		}
+		r.start = time.Now()
+		return nil
 	}
-	return r.evaluate()
+	step, err := r.resumeStep()
+	if err != nil {
+		return err
+	}
+	if err := r.restore(step); err != nil {
+		return err
+	}
+	r.opts.Logf("resumed from the checkpoint of step %d in %s", step, r.cfg.Resume)
+	return nil
+}
+
+// afterStep does what follows a step: the consistency check, the evaluations due (every
+// --eval-every steps, or at the end of each epoch) and the checkpoint due. The last step's
+// evaluation is left to the end of training.
+func (r *run) afterStep(total int) error {
+	if err := r.checkConsistency(r.step == total); err != nil {
+		return err
+	}
+	every := r.cfg.EvalEvery
+	if every <= 0 {
+		every = r.data.train.StepsPerEpoch()
+	}
+	if r.step%every == 0 && r.step < total {
+		if err := r.evaluate(); err != nil {
+			return err
+		}
+	}
+	return r.maybeCheckpoint(total)
 }
 
 func (r *run) trainStep() (Row, error) {

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/trainer"
+)
+
+// runInterrupted trains cfg on in-process ranks and stops every rank after step stop, as
+// Ctrl-C stops a job.
+func runInterrupted(t *testing.T, cfg trainer.Config, stop int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	comms := dist.NewInProc(cfg.Workers)
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for rank, comm := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer comm.Close()
+			opts := options(cfg, comm, false)
+			opts.AfterStep = func(steps int) {
+				if steps == stop {
+					cancel()
+				}
+			}
+			_, errs[rank] = trainer.Run(ctx, cfg, opts)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err == nil {
+		t.Fatalf("the job ran to its end: it was to be interrupted after step %d", stop)
+	}
+}
+
+// TestResumeAfterInterruption: a data-parallel job stopped after a checkpoint and resumed
+// with `train --resume DIR` alone ends with the parameters, evaluation and traffic of a job
+// that ran straight through. Each rank's error-feedback residuals (and DGC momenta) must
+// come back for that to hold.
+func TestResumeAfterInterruption(t *testing.T) {
+	for _, tc := range []struct {
+		pipeline string
+		dgc      bool
+	}{{"pertensor", false}, {"multitensor", false}, {"ssfusion", true}, {"dense", false}} {
+		t.Run(fmt.Sprintf("%s-dgc-%v", tc.pipeline, tc.dgc), func(t *testing.T) {
+			base := trainer.Defaults()
+			base.Model, base.Dataset, base.Width, base.MaxSteps = "resnet8", "synthetic", 0.25, 14
+			base.Workers, base.BatchSize, base.Backend, base.EvalSamples = 2, 8, "inproc", 64
+			base.Pipeline, base.Density, base.SelectThreshold, base.LogEvery = tc.pipeline, 0.05, 100, 0
+			base.MomentumCorrection = tc.dgc
+			base.DensityWarmupSteps = 6
+
+			straight := base
+			straight.Out = t.TempDir()
+			if err := train(context.Background(), straight); err != nil {
+				t.Fatal(err)
+			}
+			want := readSummary(t, straight.Out)
+
+			cfg := base
+			cfg.Out, cfg.CheckpointEvery = t.TempDir(), 5
+			runInterrupted(t, cfg, 7)
+			if !trainer.HasCheckpoint(cfg.Out) {
+				t.Fatal("no checkpoint after the interruption")
+			}
+			resumed, err := loadConfig(flagsFor(t, "--resume", cfg.Out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resumed.Pipeline != tc.pipeline || resumed.Out != cfg.Out || resumed.Workers != 2 {
+				t.Fatalf("--resume alone configured pipeline %s, out %s, %d workers", resumed.Pipeline, resumed.Out, resumed.Workers)
+			}
+			if err := train(context.Background(), resumed); err != nil {
+				t.Fatal(err)
+			}
+			got := readSummary(t, cfg.Out)
+			if !got.Complete || got.Steps != want.Steps {
+				t.Fatalf("resumed run: complete %v after %d steps, want %d", got.Complete, got.Steps, want.Steps)
+			}
+			if got.Consistency.ParamChecksum != want.Consistency.ParamChecksum {
+				t.Errorf("resumed job ends with checksum %s, uninterrupted %s", got.Consistency.ParamChecksum, want.Consistency.ParamChecksum)
+			}
+			if *got.Eval.Loss != *want.Eval.Loss || *got.Traffic.BytesSentPerStep != *want.Traffic.BytesSentPerStep {
+				t.Errorf("resumed: eval loss %v, %v bytes per step; uninterrupted %v, %v",
+					*got.Eval.Loss, *got.Traffic.BytesSentPerStep, *want.Eval.Loss, *want.Traffic.BytesSentPerStep)
+			}
+		})
+	}
+}

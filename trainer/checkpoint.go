@@ -1,0 +1,341 @@
+package trainer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ssfusion/ssfusion/nets"
+	"github.com/ssfusion/ssfusion/pipeline"
+)
+
+// A checkpoint lives in <out>/checkpoint/: one file per rank and step
+// (step-00000300.rank-1.gob: parameters, optimizer and pipeline state, the model's training
+// state, the metrics so far) and latest.json, which rank 0 rewrites once every rank has
+// written its file and which alone says which step to resume from. Files of other steps are
+// removed only after latest.json has moved on, so an interruption at any point leaves one
+// complete checkpoint behind.
+const (
+	checkpointDir     = "checkpoint"
+	checkpointLatest  = "latest.json"
+	checkpointVersion = 1
+)
+
+// manifest is latest.json.
+type manifest struct {
+	Version int    `json:"version"`
+	Step    int    `json:"step"`
+	World   int    `json:"world"`
+	Config  Config `json:"config"`
+}
+
+// rankCheckpoint is what one rank saves.
+type rankCheckpoint struct {
+	Version     int
+	Step, Rank  int
+	World       int
+	Params      [][]float32
+	Buffers     [][]float32
+	Velocity    [][]float32
+	ModelState  []byte
+	HasPipeline bool
+	Pipeline    pipeline.State
+	Rows        []Row
+	Stats       stepStats
+	Checks      consistency
+	LastEval    *Eval
+	ElapsedS    float64
+}
+
+func rankFile(dir string, step, rank int) string {
+	return filepath.Join(dir, checkpointDir, fmt.Sprintf("step-%08d.rank-%d.gob", step, rank))
+}
+
+// ReadCheckpointConfig returns the configuration of the run whose checkpoint is in dir, so
+// that `train --resume DIR` needs no other flag.
+func ReadCheckpointConfig(dir string) (Config, error) {
+	m, err := readManifest(dir)
+	if err != nil {
+		return Config{}, err
+	}
+	return m.Config, nil
+}
+
+// HasCheckpoint reports whether dir holds a checkpoint to resume from.
+func HasCheckpoint(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, checkpointDir, checkpointLatest))
+	return err == nil
+}
+
+func readManifest(dir string) (*manifest, error) {
+	path := filepath.Join(dir, checkpointDir, checkpointLatest)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no checkpoint to resume from in %s (%s is missing; a run writes one with --checkpoint-every)", dir, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint: %w", err)
+	}
+	var m manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("reading checkpoint %s: %w", path, err)
+	}
+	if m.Version != checkpointVersion {
+		return nil, fmt.Errorf("checkpoint %s has version %d, this program reads version %d", path, m.Version, checkpointVersion)
+	}
+	if m.Step <= 0 || m.World <= 0 {
+		return nil, fmt.Errorf("checkpoint %s names step %d of %d ranks: not a checkpoint", path, m.Step, m.World)
+	}
+	return &m, nil
+}
+
+// maybeCheckpoint writes a checkpoint after steps that --checkpoint-every names, except the
+// last (the run's outputs then say everything). The time it takes is kept out of the run's
+// wall clock.
+func (r *run) maybeCheckpoint(total int) error {
+	every := r.cfg.CheckpointEvery
+	if every <= 0 || r.step%every != 0 || r.step >= total {
+		return nil
+	}
+	start := time.Now()
+	if err := r.writeCheckpoint(); err != nil {
+		return fmt.Errorf("checkpoint after step %d: %w", r.step, err)
+	}
+	r.start = r.start.Add(time.Since(start))
+	return nil
+}
+
+func (r *run) writeCheckpoint() error {
+	ck, err := r.snapshot()
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(ck); err != nil {
+		return fmt.Errorf("encoding: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(r.cfg.Out, checkpointDir), 0o755); err != nil {
+		return fmt.Errorf("creating the checkpoint folder: %w", err)
+	}
+	if err := WriteFileAtomic(rankFile(r.cfg.Out, r.step, r.rank), buf.Bytes()); err != nil {
+		return err
+	}
+	if err := r.barrier("every rank wrote its checkpoint"); err != nil {
+		return err
+	}
+	if r.rank == 0 {
+		js, err := json.MarshalIndent(manifest{Version: checkpointVersion, Step: r.step, World: r.world, Config: *r.cfg}, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encoding %s: %w", checkpointLatest, err)
+		}
+		if err := WriteFileAtomic(filepath.Join(r.cfg.Out, checkpointDir, checkpointLatest), append(js, '\n')); err != nil {
+			return err
+		}
+	}
+	if err := r.barrier("rank 0 recorded the checkpoint"); err != nil {
+		return err
+	}
+	return r.removeCheckpoints(r.step)
+}
+
+// removeCheckpoints removes this rank's checkpoint files of steps other than keep (all of
+// them when keep is 0, and then rank 0 removes latest.json first).
+func (r *run) removeCheckpoints(keep int) error {
+	dir := filepath.Join(r.cfg.Out, checkpointDir)
+	if keep == 0 && r.rank == 0 {
+		if err := os.Remove(filepath.Join(dir, checkpointLatest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the old checkpoint: %w", err)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("step-*.rank-%d.gob", r.rank)))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if keep > 0 && f == rankFile(r.cfg.Out, keep, r.rank) {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the old checkpoint: %w", err)
+		}
+	}
+	return nil
+}
+
+func (r *run) barrier(what string) error {
+	if !r.distributed() {
+		return nil
+	}
+	if err := r.comm.Barrier(); err != nil {
+		return fmt.Errorf("waiting until %s: %w", what, err)
+	}
+	return nil
+}
+
+func (r *run) snapshot() (*rankCheckpoint, error) {
+	ck := &rankCheckpoint{
+		Version: checkpointVersion, Step: r.step, Rank: r.rank, World: r.world,
+		Params: values(r.params), Buffers: values(r.model.Buffers()), Velocity: r.opt.velocity,
+		Rows: r.rows, Stats: r.stats, Checks: r.checks, LastEval: r.lastRes,
+		ElapsedS: time.Since(r.start).Seconds(),
+	}
+	var err error
+	if ck.ModelState, err = r.model.TrainState(); err != nil {
+		return nil, err
+	}
+	if sp, ok := r.pipe.(pipeline.Stateful); ok {
+		ck.HasPipeline = true
+		if ck.Pipeline, err = sp.State(); err != nil {
+			return nil, fmt.Errorf("taking the pipeline's state: %w", err)
+		}
+	}
+	return ck, nil
+}
+
+func values(ps []nets.Param) [][]float32 {
+	out := make([][]float32, len(ps))
+	for i, p := range ps {
+		out[i] = p.Value
+	}
+	return out
+}
+
+// resumeStep agrees on the step to resume from: rank 0 reads latest.json and tells the
+// others, which may not see the file (ranks on other machines).
+func (r *run) resumeStep() (int, error) {
+	step, readErr := 0, error(nil)
+	if r.rank == 0 {
+		m, err := readManifest(r.cfg.Resume)
+		if err == nil {
+			err = r.compatible(m)
+		}
+		if err != nil {
+			readErr = err
+			step = -1
+		} else {
+			step = m.Step
+		}
+	}
+	if r.distributed() {
+		wire := binary.LittleEndian.AppendUint64(nil, uint64(int64(step)))
+		if err := r.comm.Broadcast(wire, 0); err != nil {
+			return 0, errors.Join(readErr, fmt.Errorf("agreeing on the step to resume from: %w", err))
+		}
+		step = int(int64(binary.LittleEndian.Uint64(wire)))
+	}
+	if readErr != nil {
+		return 0, readErr
+	}
+	if step < 0 {
+		return 0, errors.New("rank 0 could not read the checkpoint")
+	}
+	return step, nil
+}
+
+// compatible reports the settings a resumed run must share with the checkpointed one: those
+// that shape the model, the data each rank reads and the state saved.
+func (r *run) compatible(m *manifest) error {
+	if m.World != r.world {
+		return fmt.Errorf("the checkpoint in %s was written by %d workers; this run has %d", r.cfg.Resume, m.World, r.world)
+	}
+	was, now := m.Config, *r.cfg
+	var diffs []string
+	check := func(key string, a, b any) {
+		if a != b {
+			diffs = append(diffs, fmt.Sprintf("%s was %v, is %v", key, a, b))
+		}
+	}
+	check("model", was.Model, now.Model)
+	check("dataset", was.Dataset, now.Dataset)
+	check("pipeline", was.Pipeline, now.Pipeline)
+	check("batch-size", was.BatchSize, now.BatchSize)
+	check("seed", was.Seed, now.Seed)
+	check("width", was.Width, now.Width)
+	check("seq-len", was.SeqLen, now.SeqLen)
+	check("hidden", was.Hidden, now.Hidden)
+	check("layers", was.Layers, now.Layers)
+	check("augment", was.Augment, now.Augment)
+	check("momentum-correction", was.MomentumCorrection, now.MomentumCorrection)
+	if len(diffs) > 0 {
+		return fmt.Errorf("the checkpoint in %s belongs to another run: %s", r.cfg.Resume, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// restore loads this rank's checkpoint of step into the run.
+func (r *run) restore(step int) error {
+	path := rankFile(r.cfg.Resume, step, r.rank)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading checkpoint: %w", err)
+	}
+	var ck rankCheckpoint
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&ck); err != nil {
+		return fmt.Errorf("reading checkpoint %s: %w", path, err)
+	}
+	if ck.Version != checkpointVersion || ck.Step != step || ck.Rank != r.rank || ck.World != r.world {
+		return fmt.Errorf("checkpoint %s holds step %d of rank %d of %d (version %d), want step %d of rank %d of %d",
+			path, ck.Step, ck.Rank, ck.World, ck.Version, step, r.rank, r.world)
+	}
+	if err := r.load(&ck); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return nil
+}
+
+func (r *run) load(ck *rankCheckpoint) error {
+	if err := fill("parameter", r.params, ck.Params); err != nil {
+		return err
+	}
+	if err := fill("buffer", r.model.Buffers(), ck.Buffers); err != nil {
+		return err
+	}
+	if (r.opt.velocity == nil) != (ck.Velocity == nil) {
+		return errors.New("optimizer momentum was on in one run and off in the other")
+	}
+	for i, v := range ck.Velocity {
+		if i >= len(r.opt.velocity) || len(v) != len(r.opt.velocity[i]) {
+			return fmt.Errorf("optimizer state of parameter %d does not fit the model", i)
+		}
+		copy(r.opt.velocity[i], v)
+	}
+	if err := r.model.SetTrainState(ck.ModelState); err != nil {
+		return err
+	}
+	sp, stateful := r.pipe.(pipeline.Stateful)
+	switch {
+	case stateful:
+		if err := sp.Restore(ck.Pipeline); err != nil {
+			return err
+		}
+	case ck.HasPipeline && (ck.Pipeline.Residuals != nil || ck.Pipeline.Momenta != nil):
+		return fmt.Errorf("pipeline %s keeps no state, the checkpoint holds some", r.cfg.Pipeline)
+	}
+	r.step, r.rows, r.stats, r.checks, r.lastRes = ck.Step, ck.Rows, ck.Stats, ck.Checks, ck.LastEval
+	r.start = time.Now().Add(-time.Duration(ck.ElapsedS * float64(time.Second)))
+	return nil
+}
+
+// fill copies saved values into ps after checking that every shape fits.
+func fill(what string, ps []nets.Param, saved [][]float32) error {
+	if len(saved) != len(ps) {
+		return fmt.Errorf("%d %ss saved, the model has %d", len(saved), what, len(ps))
+	}
+	for i, p := range ps {
+		if len(saved[i]) != len(p.Value) {
+			return fmt.Errorf("%s %s: %d values saved, the model has %d", what, p.Name, len(saved[i]), len(p.Value))
+		}
+	}
+	for i, p := range ps {
+		copy(p.Value, saved[i])
+	}
+	return nil
+}
