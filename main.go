@@ -36,6 +36,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCommand(), newRunCommand())
+	root.AddCommand(newTrainCommand(), newRunCommand(), newPlotCommand())
 	return root
 }

@@ -1,80 +1,158 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
 	"github.com/ssfusion/ssfusion/experiments"
+	"github.com/ssfusion/ssfusion/trainer"
 )
 
 func newRunCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run EXPERIMENT.yaml",
-		Short: "Run an experiment: one training per cell of its matrix",
+		Short: "Run an experiment: one training per cell of its matrix, then a report and plots",
 		Long: `Expand the experiment file's matrix and train every cell, one after another, each as
 its own training (with the cell's --workers processes), writing
-<results>/<experiment>/<cell>/summary.json and metrics.csv.
+<results>/<experiment>/<cell>/summary.json, metrics.csv and train.log, then
+<results>/<experiment>/report.md and its PNG plots.
 
-Cells whose summary.json says the training finished are skipped, so running an
-experiment again only runs what is missing; --force reruns everything.`,
+Cells whose summary.json says the training finished are skipped, and a cell that was
+interrupted resumes from its last checkpoint (checkpoint-every in the experiment), so
+running an experiment again only runs what is missing; --force reruns everything.`,
 		Args: cobra.ExactArgs(1),
 	}
 	results := cmd.Flags().String("results", "results", "folder that receives the experiment's folder")
-	force := cmd.Flags().Bool("force", false, "rerun cells that already finished")
+	force := cmd.Flags().Bool("force", false, "rerun every cell from scratch, finished or not")
+	dataDir := cmd.Flags().String("data-dir", "", "folder holding the data set's files, for every cell (overrides the experiment's data-dir)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		spec, err := experiments.Load(args[0])
 		if err != nil {
 			return err
 		}
+		if *dataDir != "" {
+			spec.SetBase("data-dir", *dataDir)
+		}
 		cells, err := spec.Expand(*results)
 		if err != nil {
 			return fmt.Errorf("experiment %s: %w", args[0], err)
 		}
-		for _, c := range cells {
-			if _, ok := pipelines[c.Config.Pipeline]; !ok {
-				return fmt.Errorf("experiment %s, cell %s: unknown pipeline %q", args[0], c.Name, c.Config.Pipeline)
-			}
+		if err := preflight(args[0], cells); err != nil {
+			return err
 		}
-		logf := log.New(os.Stderr, "", log.LstdFlags).Printf
-		r := experiments.Runner{
-			Train: trainCell,
-			Force: *force,
-			Progress: func(i, n int, c experiments.Cell, skipped bool) {
-				if skipped {
-					logf("cell %d of %d: %s finished earlier, skipped", i+1, n, c.Name)
-				} else {
-					logf("cell %d of %d: %s", i+1, n, c.Name)
-				}
-			},
+		dir := filepath.Join(*results, spec.Name)
+		if err := experiments.SaveSpec(args[0], dir); err != nil {
+			return err
 		}
+		show := newCellDisplay(len(cells))
+		r := experiments.Runner{Train: show.train, Force: *force, Progress: show.progress}
 		ran, err := r.Run(cmd.Context(), cells)
+		show.finish()
 		// The report covers what finished even when a cell failed.
-		report := filepath.Join(*results, spec.Name, "report.md")
-		if rerr := experiments.WriteReport(spec, cells, report); rerr != nil {
+		if rerr := experiments.WriteReport(spec, cells, dir); rerr != nil {
 			return errors.Join(err, fmt.Errorf("writing the report: %w", rerr))
 		}
 		if err != nil {
 			return err
 		}
-		logf("experiment %s: %d cells, %d run; report in %s", spec.Name, len(cells), ran, report)
+		show.logf("experiment %s: %d cells, %d run; report in %s", spec.Name, len(cells), ran, filepath.Join(dir, "report.md"))
 		return nil
 	}
 	return cmd
 }
 
-// trainCell trains one cell in a child process of this program, as `train --config` with
-// the cell's configuration, so that each cell starts from a clean process and launches its
-// own workers.
-func trainCell(ctx context.Context, cell experiments.Cell) error {
-	path := filepath.Join(cell.Config.Out, "config.yaml")
+// preflight checks what would otherwise fail only when its cell comes up: every pipeline
+// exists, and every data set the cells read is there.
+func preflight(path string, cells []experiments.Cell) error {
+	checked := map[[2]string]bool{}
+	for _, c := range cells {
+		if _, ok := pipelines[c.Config.Pipeline]; !ok {
+			return fmt.Errorf("experiment %s, cell %s: unknown pipeline %q", path, c.Name, c.Config.Pipeline)
+		}
+		key := [2]string{c.Config.Dataset, c.Config.DataDir}
+		if checked[key] {
+			continue
+		}
+		checked[key] = true
+		if err := trainer.CheckData(&c.Config); err != nil {
+			return fmt.Errorf("experiment %s needs data set %s: %w\n(pass the folder with --data-dir)", path, c.Config.Dataset, err)
+		}
+	}
+	return nil
+}
+
+// cellDisplay shows an experiment's progress: on a terminal a bar over the cells whose
+// label follows the running cell's steps, otherwise a log line per cell with the trainings'
+// own output. Each cell's output is kept in its train.log either way.
+type cellDisplay struct {
+	bar  *progressbar.ProgressBar // nil when stderr is not a terminal
+	logf func(string, ...any)
+	cell string
+}
+
+func newCellDisplay(cells int) *cellDisplay {
+	d := &cellDisplay{logf: log.New(os.Stderr, "", log.LstdFlags).Printf}
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		d.bar = progressbar.NewOptions(cells,
+			progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetItsString("cell"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSetWidth(20),
+			progressbar.OptionThrottle(200*time.Millisecond),
+		)
+	}
+	return d
+}
+
+func (d *cellDisplay) progress(i, n int, c experiments.Cell, a experiments.Action) {
+	d.cell = fmt.Sprintf("%d/%d %s", i+1, n, c.Name)
+	msg := map[experiments.Action]string{
+		experiments.Start:  "",
+		experiments.Resume: " (resuming from its checkpoint)",
+		experiments.Skip:   ": finished earlier, skipped",
+	}[a]
+	if d.bar == nil {
+		d.logf("cell %s%s", d.cell, msg)
+		return
+	}
+	d.bar.Describe(d.cell + msg)
+	if a == experiments.Skip {
+		d.bar.Add(1)
+	}
+}
+
+func (d *cellDisplay) finish() {
+	if d.bar != nil {
+		d.bar.Finish()
+		fmt.Fprintln(os.Stderr)
+	}
+}
+
+// stepLine finds the position a training's log line reports, e.g. "epoch 1 step 50/468".
+var stepLine = regexp.MustCompile(`epoch \d+ step \d+/\d+`)
+
+// train trains one cell in a child process of this program, as `train --config` with the
+// cell's configuration, so that each cell starts from a clean process and launches its own
+// workers.
+func (d *cellDisplay) train(ctx context.Context, cell experiments.Cell, resume bool) error {
+	dir := cell.Config.Out
+	path := filepath.Join(dir, "config.yaml")
 	if err := experiments.WriteConfig(cell.Config, path); err != nil {
 		return err
 	}
@@ -82,14 +160,53 @@ func trainCell(ctx context.Context, cell experiments.Cell) error {
 	if err != nil {
 		return fmt.Errorf("finding this program to start the training: %w", err)
 	}
-	c := exec.CommandContext(ctx, self, "train", "--config", path)
-	c.Stdout, c.Stderr = os.Stdout, os.Stderr
+	args := []string{"train", "--config", path}
+	if resume {
+		args = append(args, "--resume", dir)
+	}
+	logPath := filepath.Join(dir, "train.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening the cell's log: %w", err)
+	}
+	defer logFile.Close()
+	out := io.Writer(logFile)
+	if d.bar == nil {
+		out = io.MultiWriter(logFile, os.Stderr)
+	}
+	pr, pw := io.Pipe()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		d.watch(io.TeeReader(pr, out))
+	}()
+	c := exec.CommandContext(ctx, self, args...)
+	c.Stdout, c.Stderr = pw, pw
 	// On interruption let the training stop as on Ctrl-C, writing what it measured,
 	// before it is killed.
 	c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
 	c.WaitDelay = 30 * time.Second
-	if err := c.Run(); err != nil {
-		return fmt.Errorf("training: %w", err)
+	runErr := c.Run()
+	pw.Close()
+	<-watched
+	if d.bar != nil {
+		d.bar.Add(1)
+	}
+	if runErr != nil {
+		return fmt.Errorf("training: %w (its output is in %s)", runErr, logPath)
 	}
 	return nil
+}
+
+// watch reads a training's output to its end, labelling the bar with the steps it reports.
+func (d *cellDisplay) watch(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if d.bar != nil {
+			if m := stepLine.FindString(sc.Text()); m != "" {
+				d.bar.Describe(d.cell + ": " + m)
+			}
+		}
+	}
+	io.Copy(io.Discard, r) // a line too long for the scanner must not block the child
 }

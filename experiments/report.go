@@ -5,55 +5,221 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/ssfusion/ssfusion/plots"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
-// WriteReport writes the experiment's report.md beside its cells: one table with a row per
-// cell and its figures side by side.
-func WriteReport(spec *Spec, cells []Cell, path string) error {
+// WriteReport writes the experiment's report.md into dir, beside its cells, and then its
+// plots; the report is written even when a plot cannot be.
+func WriteReport(spec *Spec, cells []Cell, dir string) error {
 	md, err := Report(spec, cells)
 	if err != nil {
 		return err
 	}
-	return trainer.WriteFileAtomic(path, []byte(md))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating the experiment's folder: %w", err)
+	}
+	if err := trainer.WriteFileAtomic(filepath.Join(dir, "report.md"), []byte(md)); err != nil {
+		return err
+	}
+	if _, err := plots.Draw(dir, plotCells(cells)); err != nil {
+		return fmt.Errorf("drawing the plots: %w", err)
+	}
+	return nil
 }
 
-// Report renders the report of an experiment from its cells' summary.json files. A cell
-// that has not run yet, or stopped early, is marked so.
-func Report(spec *Spec, cells []Cell) (string, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s\n\n", spec.Name)
-	if spec.Description != "" {
-		fmt.Fprintf(&b, "%s\n\n", spec.Description)
+// plotCells describes cells for the plots.
+func plotCells(cells []Cell) []plots.Cell {
+	out := make([]plots.Cell, len(cells))
+	for i, c := range cells {
+		out[i] = plots.Cell{Name: c.Name, Pipeline: c.Config.Pipeline, Setting: c.Setting, Dir: c.Config.Out}
 	}
-	b.WriteString("| cell | test accuracy / perplexity | final loss | samples/s | step ms: total, compute, sparsify, comm, wait | bytes sent per step | density achieved | tensors missing per step | ranks agree |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
-	for _, c := range cells {
-		s, err := readSummary(c.Config.Out)
+	return out
+}
+
+// result is what the report shows of one cell.
+type result struct {
+	cell    Cell
+	sum     *trainer.Summary // nil: not run
+	best    *float64         // best test accuracy, or lowest perplexity
+	toReach *float64         // wall-clock seconds to reach the target
+}
+
+// Report renders the report of an experiment from its cells' summary.json and metrics.csv
+// files. A cell that has not run yet, or stopped early, is marked so.
+func Report(spec *Spec, cells []Cell) (string, error) {
+	results := make([]result, len(cells))
+	for i, c := range cells {
+		r, err := readResult(c, spec.Target)
 		if err != nil {
 			return "", fmt.Errorf("cell %s: %w", c.Name, err)
 		}
-		if s == nil {
-			fmt.Fprintf(&b, "| %s | not run | | | | | | | |\n", c.Name)
+		results[i] = r
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", spec.Name)
+	if spec.Description != "" {
+		fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(spec.Description))
+	}
+	writeRegime(&b, results)
+	writeQualityTable(&b, spec, results)
+	writeSpeedTable(&b, results)
+	b.WriteString(plotsSection)
+	return b.String(), nil
+}
+
+func readResult(c Cell, target float64) (result, error) {
+	r := result{cell: c}
+	s, err := readSummary(c.Config.Out)
+	if err != nil || s == nil {
+		return r, err
+	}
+	r.sum = s
+	metrics, err := plots.ReadMetrics(filepath.Join(c.Config.Out, "metrics.csv"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return r, nil
+	}
+	if err != nil {
+		return r, err
+	}
+	lm := c.Config.IsLanguageModel()
+	for _, m := range metrics {
+		v := m.EvalAccuracy
+		if lm {
+			v = m.EvalPerplexity
+		}
+		if m.Kind != "eval" || math.IsNaN(v) {
 			continue
 		}
-		name := c.Name
-		if !s.Complete {
-			name += fmt.Sprintf(" (stopped at step %d)", s.Steps)
+		if r.best == nil || (!lm && v > *r.best) || (lm && v < *r.best) {
+			r.best = ptr(v)
+		}
+		if target > 0 && r.toReach == nil && ((!lm && v >= target) || (lm && v <= target)) {
+			r.toReach = ptr(m.WallS)
+		}
+	}
+	return r, nil
+}
+
+// writeRegime states the ratio of dense communication to computation, which decides how
+// much a pipeline that sends less can gain (DESIGN.md, "Reproducing the papers' regime").
+func writeRegime(b *strings.Builder, results []result) {
+	first := true
+	for _, r := range results {
+		if r.sum == nil || r.cell.Config.Pipeline != "dense" || r.sum.Workers < 2 {
+			continue
+		}
+		t := r.sum.Throughput.StepMS
+		if t.Compute <= 0 {
+			continue
+		}
+		if first {
+			b.WriteString("Regime: dense communication time per step against computation (compute is the forward and backward pass; communication sums the time its allreduces were in flight).\n\n")
+			first = false
+		}
+		name := "dense"
+		if r.cell.Setting != "" {
+			name += " " + r.cell.Setting
+		}
+		link := r.cell.Config.Bandwidth
+		if link == "" {
+			link = "unlimited"
+		}
+		fmt.Fprintf(b, "- %s (%d workers, link %s): communication %.0f ms, computation %.0f ms per step: ratio %.2f\n",
+			name, r.sum.Workers, link, t.Comm, t.Compute, t.Comm/t.Compute)
+	}
+	if !first {
+		b.WriteString("\n")
+	}
+}
+
+func writeQualityTable(b *strings.Builder, spec *Spec, results []result) {
+	lm := len(results) > 0 && results[0].cell.Config.IsLanguageModel()
+	what, reach := "test accuracy", fmt.Sprintf("time to %.2f%%", 100*spec.Target)
+	if lm {
+		what, reach = "test perplexity", fmt.Sprintf("time to perplexity %.1f", spec.Target)
+	}
+	header := fmt.Sprintf("| cell | steps | final %s | best %s | final loss |", what, what)
+	rule := "|---|---|---|---|---|"
+	if spec.Target > 0 {
+		header += " " + reach + " |"
+		rule += "---|"
+	}
+	b.WriteString("## Accuracy\n\n" + header + "\n" + rule + "\n")
+	for _, r := range results {
+		if r.sum == nil {
+			fmt.Fprintf(b, "| %s | not run |\n", r.cell.Name)
+			continue
+		}
+		best := "-"
+		if r.best != nil {
+			best = qualityText(*r.best, lm)
+		}
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s |", cellName(r), r.sum.Steps, quality(r.sum.Eval), best, opt(r.sum.FinalLoss, "%.4f"))
+		if spec.Target > 0 {
+			reached := "not reached"
+			if r.toReach != nil {
+				reached = fmt.Sprintf("%.0f s", *r.toReach)
+			}
+			fmt.Fprintf(b, " %s |", reached)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+func writeSpeedTable(b *strings.Builder, results []result) {
+	b.WriteString("## Speed and traffic\n\n")
+	b.WriteString("| cell | samples/s | vs dense | step ms: total, compute, selection, comm, wait | bytes sent per step | density achieved | tensors missing per step | ranks agree |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	dense := map[string]float64{} // samples/s of the dense cell of each setting
+	for _, r := range results {
+		if r.sum != nil && r.cell.Config.Pipeline == "dense" {
+			dense[r.cell.Setting] = r.sum.Throughput.SamplesPerS
+		}
+	}
+	for _, r := range results {
+		if r.sum == nil {
+			fmt.Fprintf(b, "| %s | not run |\n", r.cell.Name)
+			continue
+		}
+		s := r.sum
+		speedup := "-"
+		if d := dense[r.cell.Setting]; d > 0 && s.Throughput.SamplesPerS > 0 {
+			speedup = fmt.Sprintf("%.2fx", s.Throughput.SamplesPerS/d)
 		}
 		t := s.Throughput.StepMS
-		fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %.1f, %.1f, %.1f, %.1f, %.1f | %s | %s | %s | %s |\n",
-			name, quality(s.Eval), opt(s.FinalLoss, "%.4f"), s.Throughput.SamplesPerS,
-			t.Total, t.Compute, t.Sparsify, t.Comm, t.Wait,
+		fmt.Fprintf(b, "| %s | %.1f | %s | %.1f, %.1f, %.1f, %.1f, %.1f | %s | %s | %s | %s |\n",
+			cellName(r), s.Throughput.SamplesPerS, speedup, t.Total, t.Compute, t.Sparsify, t.Comm, t.Wait,
 			bytesText(s.Traffic.BytesSentPerStep), opt(s.Sparsity.DensityAchieved, "%.4f"),
 			opt(s.Sparsity.TensorsMissingPerStep, "%.1f"), agree(s.Consistency.ParamChecksumEqual))
 	}
-	return b.String(), nil
+	b.WriteString("\nSteps overlap computation and communication, so the parts of a step can add up to more than its total.\n\n")
 }
+
+const plotsSection = `## Plots
+
+![test accuracy against wall-clock time](accuracy-time.png)
+![test accuracy against epoch](accuracy-epoch.png)
+![training loss](loss.png)
+![samples per second](throughput.png)
+![time breakdown per step](breakdown.png)
+![bytes and tensors missing per step](traffic.png)
+`
+
+func cellName(r result) string {
+	if !r.sum.Complete {
+		return fmt.Sprintf("%s (stopped at step %d)", r.cell.Name, r.sum.Steps)
+	}
+	return r.cell.Name
+}
+
+func ptr(v float64) *float64 { return &v }
 
 // errCorruptSummary marks a summary.json that is not a summary.
 var errCorruptSummary = errors.New("not a summary")
@@ -77,11 +243,18 @@ func readSummary(dir string) (*trainer.Summary, error) {
 func quality(e trainer.Eval) string {
 	switch {
 	case e.Perplexity != nil:
-		return fmt.Sprintf("ppl %.2f", *e.Perplexity)
+		return qualityText(*e.Perplexity, true)
 	case e.Accuracy != nil:
-		return fmt.Sprintf("%.2f%%", 100**e.Accuracy)
+		return qualityText(*e.Accuracy, false)
 	}
 	return "-"
+}
+
+func qualityText(v float64, perplexity bool) string {
+	if perplexity {
+		return fmt.Sprintf("ppl %.2f", v)
+	}
+	return fmt.Sprintf("%.2f%%", 100*v)
 }
 
 func opt(v *float64, format string) string {

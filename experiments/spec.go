@@ -31,8 +31,11 @@ import (
 type Spec struct {
 	Name        string
 	Description string
-	Base        map[string]any
-	Matrix      []Axis // in the order of the file
+	// Target is the test accuracy (a fraction, e.g. 0.97), or for language models the
+	// perplexity, whose time to reach the report compares; 0 leaves that column out.
+	Target float64
+	Base   map[string]any
+	Matrix []Axis // in the order of the file
 }
 
 // Axis is one swept key and its values.
@@ -43,9 +46,10 @@ type Axis struct {
 
 // Cell is one training run of an experiment.
 type Cell struct {
-	Name   string         // folder name under the experiment's results, from the swept values
-	Values map[string]any // the swept values that made this cell
-	Config trainer.Config // base + values, resolved and validated
+	Name    string         // folder name under the experiment's results, from the swept values
+	Setting string         // the swept values other than the pipeline, named as in Name
+	Values  map[string]any // the swept values that made this cell
+	Config  trainer.Config // base + values, resolved and validated
 }
 
 // Load reads and checks the experiment file at path. An experiment without a name takes
@@ -73,7 +77,7 @@ func Parse(data []byte) (*Spec, error) {
 		return nil, fmt.Errorf("not valid YAML: %w", err)
 	}
 	if len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
-		return nil, errors.New("want a mapping with the keys name, description, base and matrix")
+		return nil, errors.New("want a mapping with the keys name, description, target, base and matrix")
 	}
 	s := &Spec{}
 	doc := root.Content[0]
@@ -85,12 +89,17 @@ func Parse(data []byte) (*Spec, error) {
 			err = val.Decode(&s.Name)
 		case "description":
 			err = val.Decode(&s.Description)
+		case "target":
+			err = val.Decode(&s.Target)
+			if err == nil && s.Target < 0 {
+				err = fmt.Errorf("line %d: must not be negative, got %g", val.Line, s.Target)
+			}
 		case "base":
 			err = val.Decode(&s.Base)
 		case "matrix":
 			s.Matrix, err = parseMatrix(val)
 		default:
-			return nil, fmt.Errorf("line %d: unknown key %q (want name, description, base, matrix)", key.Line, key.Value)
+			return nil, fmt.Errorf("line %d: unknown key %q (want name, description, target, base, matrix)", key.Line, key.Value)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", key.Value, err)
@@ -145,11 +154,14 @@ func (s *Spec) Expand(resultsDir string) ([]Cell, error) {
 	idx := make([]int, len(s.Matrix))
 	for {
 		values := make(map[string]any, len(s.Matrix))
-		var parts []string
+		var parts, setting []string
 		for a, axis := range s.Matrix {
 			v := axis.Values[idx[a]]
 			values[axis.Key] = v
 			parts = append(parts, axis.Key+"-"+fmt.Sprint(v))
+			if axis.Key != "pipeline" {
+				setting = append(setting, parts[len(parts)-1])
+			}
 		}
 		name := strings.Join(parts, "_")
 		cfg := base
@@ -161,7 +173,7 @@ func (s *Spec) Expand(resultsDir string) ([]Cell, error) {
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("cell %s: %w", name, err)
 		}
-		cells = append(cells, Cell{Name: name, Values: values, Config: cfg})
+		cells = append(cells, Cell{Name: name, Setting: strings.Join(setting, "_"), Values: values, Config: cfg})
 		if !next(idx, s.Matrix) {
 			return cells, nil
 		}
@@ -199,4 +211,47 @@ func decode(m map[string]any, cfg *trainer.Config) error {
 		return err
 	}
 	return dec.Decode(m)
+}
+
+// SetBase sets a base configuration key, as the run command's --data-dir does.
+func (s *Spec) SetBase(key string, value any) {
+	if s.Base == nil {
+		s.Base = map[string]any{}
+	}
+	s.Base[key] = value
+}
+
+// SaveSpec copies the experiment file at path into dir as experiment.yaml, so that the
+// results can be redrawn (`plot DIR`) without the original file.
+func SaveSpec(path, dir string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading experiment: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating the experiment's folder: %w", err)
+	}
+	return trainer.WriteFileAtomic(filepath.Join(dir, SpecFile), data)
+}
+
+// SpecFile is the copy of the experiment file kept beside its results.
+const SpecFile = "experiment.yaml"
+
+// LoadResults reads the experiment whose results are in dir (a folder the run command
+// wrote) and returns it with its cells, placed in dir whatever its name now.
+func LoadResults(dir string) (*Spec, []Cell, error) {
+	path := filepath.Join(dir, SpecFile)
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil, fmt.Errorf("%s does not hold the results of an experiment (no %s): %w", dir, SpecFile, err)
+	}
+	s, err := Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.Name = filepath.Base(filepath.Clean(dir))
+	cells, err := s.Expand(filepath.Dir(filepath.Clean(dir)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("experiment %s: %w", path, err)
+	}
+	return s, cells, nil
 }

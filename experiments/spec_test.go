@@ -119,3 +119,29 @@ func TestLoadNamesAfterFile(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// TestLoadResults: the results folder of a run keeps the experiment, which reads back into
+// the same cells, placed in the folder even after it was moved.
+func TestLoadResults(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "exp.yaml")
+	if err := os.WriteFile(file, []byte("name: exp\ntarget: 0.9\nmatrix: {pipeline: [dense, ssfusion], workers: [2, 4]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	moved := filepath.Join(t.TempDir(), "copied-here")
+	if err := SaveSpec(file, moved); err != nil {
+		t.Fatal(err)
+	}
+	s, cells, err := LoadResults(moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Target != 0.9 || len(cells) != 4 {
+		t.Fatalf("target %g, %d cells; want 0.9 and 4", s.Target, len(cells))
+	}
+	if want := filepath.Join(moved, "pipeline-ssfusion_workers-4"); cells[3].Config.Out != want || cells[3].Setting != "workers-4" {
+		t.Errorf("last cell in %s, setting %q; want %s, workers-4", cells[3].Config.Out, cells[3].Setting, want)
+	}
+	if _, _, err := LoadResults(t.TempDir()); err == nil || !strings.Contains(err.Error(), SpecFile) {
+		t.Errorf("a folder without %s: %v", SpecFile, err)
+	}
+}

@@ -208,3 +208,10 @@ func (s *textSource) Next(b *nets.Batch) bool {
 	s.next++
 	return true
 }
+
+// CheckData loads the data set cfg names, so that a missing or damaged one is reported
+// before a long experiment starts rather than when its cell comes up.
+func CheckData(cfg *Config) error {
+	_, err := loadData(cfg, 0, max(cfg.Workers, 1))
+	return err
+}

@@ -169,6 +169,11 @@ func WriteFileAtomic(path string, data []byte) error {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
+	// CreateTemp makes the file private; results are for everyone who can read the folder.
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", path, err)

@@ -1,0 +1,203 @@
+package plots
+
+import (
+	"math"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// lossWindow is how many steps the loss plot averages over: one step's loss is too noisy to
+// tell runs apart. It matches the window of summary.json's final_loss.
+const lossWindow = 20
+
+// maxMarkedPoints is the most evaluations a line marks with points; beyond it the points
+// would merge into a thick smear that hides the line.
+const maxMarkedPoints = 60
+
+// timeAxis is what the x axis of a test-quality plot measures.
+type timeAxis int
+
+const (
+	byEpoch timeAxis = iota
+	byWallClock
+)
+
+func (a timeAxis) of(m Metric) float64 {
+	if a == byWallClock {
+		return m.WallS
+	}
+	return m.Epoch
+}
+
+func (a timeAxis) label() string {
+	if a == byWallClock {
+		return "wall-clock time (s)"
+	}
+	return "epoch"
+}
+
+func (a timeAxis) phrase() string {
+	if a == byWallClock {
+		return "wall-clock time"
+	}
+	return "epoch"
+}
+
+// quality is the test figure the first two plots show: accuracy for classifiers, perplexity
+// for language models, whose accuracy says little.
+type quality struct {
+	name       string
+	axisLabel  string
+	perplexity bool
+}
+
+func (q quality) of(m Metric) float64 {
+	if q.perplexity {
+		return m.EvalPerplexity
+	}
+	return 100 * m.EvalAccuracy
+}
+
+// chooseQuality picks perplexity when any run evaluated it, accuracy otherwise.
+func chooseQuality(runs []run) quality {
+	for _, r := range runs {
+		for _, m := range r.metrics {
+			if m.Kind == kindEval && finite(m.EvalPerplexity) {
+				return quality{name: "Test perplexity (lower is better)", axisLabel: "perplexity", perplexity: true}
+			}
+		}
+	}
+	return quality{name: "Test accuracy", axisLabel: "accuracy (%)"}
+}
+
+// series is the points of one run in a line plot.
+type series struct {
+	run *run
+	xys plotter.XYs
+}
+
+func qualityPainter(runs []run, axis timeAxis) painter {
+	return func(dc draw.Canvas) error {
+		q := chooseQuality(runs)
+		all := make([]series, len(runs))
+		for i := range runs {
+			all[i] = series{run: &runs[i], xys: evalPoints(runs[i].metrics, axis, q)}
+		}
+		p := newPlot(q.name+" against "+axis.phrase(), axis.label(), q.axisLabel)
+		if q.perplexity && spansDecades(all) {
+			// Perplexity falls from about the vocabulary size to tens; on a linear axis the
+			// runs' differences near the end would be flattened into one line.
+			p.Y.Scale = plot.LogScale{}
+			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+			p.Y.Label.Text += " (log scale)"
+		}
+		return drawLines(dc, p, all, true)
+	}
+}
+
+// evalPoints returns the (time, quality) points of the evaluation rows, leaving out values
+// that are missing or not finite.
+func evalPoints(metrics []Metric, axis timeAxis, q quality) plotter.XYs {
+	var xys plotter.XYs
+	for _, m := range metrics {
+		x, y := axis.of(m), q.of(m)
+		if m.Kind != kindEval || !finite(x) || !finite(y) {
+			continue
+		}
+		xys = append(xys, plotter.XY{X: x, Y: y})
+	}
+	return xys
+}
+
+// spansDecades tells whether all y values are positive (so that a log axis can show them)
+// and the largest is at least ten times the smallest.
+func spansDecades(all []series) bool {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range all {
+		for _, xy := range s.xys {
+			lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
+		}
+	}
+	return lo > 0 && hi >= 10*lo
+}
+
+func lossPainter(runs []run) painter {
+	return func(dc draw.Canvas) error {
+		all := make([]series, len(runs))
+		for i := range runs {
+			all[i] = series{run: &runs[i], xys: movingAverage(trainLoss(runs[i].metrics), lossWindow)}
+		}
+		p := newPlot("Training loss (moving average of 20 steps)", "step", "loss")
+		return drawLines(dc, p, all, false)
+	}
+}
+
+// trainLoss returns the (step, loss) points of the training rows with a finite loss; a
+// diverged step would otherwise stretch the axis until the other runs are flat lines.
+func trainLoss(metrics []Metric) plotter.XYs {
+	var xys plotter.XYs
+	for _, m := range metrics {
+		if m.Kind == kindTrain && finite(m.Loss) {
+			xys = append(xys, plotter.XY{X: float64(m.Step), Y: m.Loss})
+		}
+	}
+	return xys
+}
+
+// movingAverage replaces each y by the mean of it and the window-1 points before it (fewer
+// at the start).
+func movingAverage(xys plotter.XYs, window int) plotter.XYs {
+	out := make(plotter.XYs, len(xys))
+	sum := 0.0
+	for i, xy := range xys {
+		sum += xy.Y
+		if i >= window {
+			sum -= xys[i-window].Y
+		}
+		out[i] = plotter.XY{X: xy.X, Y: sum / float64(min(i+1, window))}
+	}
+	return out
+}
+
+// drawLines adds a line per series that has points, marked with points when asked and
+// when there are few enough, and draws p with a legend beside it.
+func drawLines(dc draw.Canvas, p *plot.Plot, all []series, withPoints bool) error {
+	p.Add(gridLines(true, true))
+	legend := newLegend(lineThumbnail)
+	drawn := 0
+	for _, s := range all {
+		if len(s.xys) == 0 {
+			continue
+		}
+		line, err := plotter.NewLine(s.xys)
+		if err != nil {
+			return err
+		}
+		line.Color = s.run.look.color
+		line.Dashes = s.run.look.dashes
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		thumbs := []plot.Thumbnailer{line}
+		if withPoints && len(s.xys) <= maxMarkedPoints {
+			points, err := plotter.NewScatter(s.xys)
+			if err != nil {
+				return err
+			}
+			points.GlyphStyle = draw.GlyphStyle{Color: s.run.look.color, Radius: vg.Points(2.5), Shape: s.run.look.glyph}
+			p.Add(points)
+			thumbs = append(thumbs, points)
+		}
+		legend.Add(s.run.label, thumbs...)
+		drawn++
+	}
+	if drawn == 0 {
+		p.Title.Text += ": no data yet"
+	}
+	drawWithLegend(dc, p, &legend)
+	return nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
