@@ -167,6 +167,9 @@ func (r *run) removeCheckpoints(keep int) error {
 			return fmt.Errorf("removing the old checkpoint: %w", err)
 		}
 	}
+	if keep == 0 {
+		os.Remove(dir) // only once empty, i.e. by the last rank to finish
+	}
 	return nil
 }
 
