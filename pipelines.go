@@ -32,6 +32,16 @@ var pipelines = map[string]newPipeline{
 	"multitensor": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewMultiTensor(comm, tensors, fusionBytes(cfg), sparseConfig(cfg))
 	},
+	"safusion": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		cost, err := linkCost(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return baselines.NewSAFusion(comm, tensors, fusionBytes(cfg), sparseConfig(cfg), cost, 0)
+	},
+	"exdyna": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewExDyna(comm, tensors, fusionBytes(cfg), sparseConfig(cfg))
+	},
 	// SSFusion and its ablations. The paper's code calls the variant without offloading or
 	// interleaving plain "SSFusion"; here "ssfusion" is the whole system.
 	"ssfusion":       ssfusionVariant(true, true),
@@ -61,4 +71,23 @@ func sparseConfig(cfg *trainer.Config) pipeline.SparseConfig {
 		c.Momentum = cfg.Momentum
 	}
 	return c
+}
+
+// linkCost is the alpha-beta model SAFusion sizes its buffers with: --cost-alpha and
+// --cost-beta when given, else the emulated link's latency and bandwidth, else (both zero)
+// PAPERS.md's 10 Gbit/s constants.
+func linkCost(cfg *trainer.Config) (baselines.LinkCost, error) {
+	cost := baselines.LinkCost{Alpha: cfg.CostAlpha, Beta: cfg.CostBeta}
+	if cost.Beta > 0 {
+		return cost, nil
+	}
+	bandwidth, latency, err := link(*cfg)
+	if err != nil || bandwidth <= 0 {
+		return cost, err
+	}
+	cost.Beta = 8 / bandwidth // bandwidth is in bits per second, beta in seconds per byte
+	if cost.Alpha == 0 {
+		cost.Alpha = latency.Seconds()
+	}
+	return cost, nil
 }

@@ -48,7 +48,11 @@ func TestResumeAfterInterruption(t *testing.T) {
 	for _, tc := range []struct {
 		pipeline string
 		dgc      bool
-	}{{"pertensor", false}, {"multitensor", false}, {"ssfusion", true}, {"dense", false}} {
+		// replans: the pipeline times its steps again after a resume and plans its buffers
+		// anew, so its framing bytes may differ although its gradients do not.
+		replans bool
+	}{{"pertensor", false, false}, {"multitensor", false, false}, {"ssfusion", true, false}, {"dense", false, false},
+		{"safusion", false, true}, {"exdyna", true, false}} {
 		t.Run(fmt.Sprintf("%s-dgc-%v", tc.pipeline, tc.dgc), func(t *testing.T) {
 			base := trainer.Defaults()
 			base.Model, base.Dataset, base.Width, base.MaxSteps = "resnet8", "synthetic", 0.25, 14
@@ -87,7 +91,8 @@ func TestResumeAfterInterruption(t *testing.T) {
 			if got.Consistency.ParamChecksum != want.Consistency.ParamChecksum {
 				t.Errorf("resumed job ends with checksum %s, uninterrupted %s", got.Consistency.ParamChecksum, want.Consistency.ParamChecksum)
 			}
-			if *got.Eval.Loss != *want.Eval.Loss || *got.Traffic.BytesSentPerStep != *want.Traffic.BytesSentPerStep {
+			sameBytes := *got.Traffic.BytesSentPerStep == *want.Traffic.BytesSentPerStep
+			if *got.Eval.Loss != *want.Eval.Loss || (!sameBytes && !tc.replans) {
 				t.Errorf("resumed: eval loss %v, %v bytes per step; uninterrupted %v, %v",
 					*got.Eval.Loss, *got.Traffic.BytesSentPerStep, *want.Eval.Loss, *want.Traffic.BytesSentPerStep)
 			}

@@ -40,3 +40,65 @@ func PlanBuckets(order []int, numel func(id int) int, thresholdBytes int) ([]Buc
 	}
 	return buckets, nil
 }
+
+// GroupBuckets cuts the backprop order into consecutive fusion buffers of counts[i] tensors
+// each, for pipelines that size their buffers themselves rather than by a byte threshold
+// (SAFusion). The counts must be positive and add up to the number of tensors in order.
+func GroupBuckets(order []int, numel func(id int) int, counts []int) ([]Bucket, error) {
+	total := 0
+	for i, c := range counts {
+		if c <= 0 {
+			return nil, fmt.Errorf("fusion buffer %d would hold %d tensors", i, c)
+		}
+		total += c
+	}
+	if total != len(order) {
+		return nil, fmt.Errorf("fusion buffers hold %d tensors, the backprop order has %d", total, len(order))
+	}
+	buckets := make([]Bucket, 0, len(counts))
+	rest := order
+	for _, c := range counts {
+		var b Bucket
+		for _, id := range rest[:c] {
+			b.Tensors = append(b.Tensors, id)
+			b.Offsets = append(b.Offsets, b.Numel)
+			b.Numel += numel(id)
+		}
+		buckets = append(buckets, b)
+		rest = rest[c:]
+	}
+	return buckets, nil
+}
+
+// checkBuckets reports why buckets is not a fusion plan of order: the buckets, taken one
+// after the other, must list exactly the tensors of order in that order, with offsets and
+// sizes that match the tensors' element counts.
+func checkBuckets(buckets []Bucket, order []int, numel func(id int) int) error {
+	pos := 0
+	for b, bucket := range buckets {
+		if len(bucket.Tensors) == 0 {
+			return fmt.Errorf("fusion buffer %d is empty", b)
+		}
+		if len(bucket.Offsets) != len(bucket.Tensors) {
+			return fmt.Errorf("fusion buffer %d has %d tensors but %d offsets", b, len(bucket.Tensors), len(bucket.Offsets))
+		}
+		n := 0
+		for i, id := range bucket.Tensors {
+			if pos >= len(order) || order[pos] != id {
+				return fmt.Errorf("fusion buffer %d: tensor %d is not the next in the backprop order", b, id)
+			}
+			if bucket.Offsets[i] != n {
+				return fmt.Errorf("fusion buffer %d: tensor %d at offset %d, want %d", b, id, bucket.Offsets[i], n)
+			}
+			n += numel(id)
+			pos++
+		}
+		if bucket.Numel != n {
+			return fmt.Errorf("fusion buffer %d claims %d elements, its tensors have %d", b, bucket.Numel, n)
+		}
+	}
+	if pos != len(order) {
+		return fmt.Errorf("fusion buffers hold %d tensors, the backprop order has %d", pos, len(order))
+	}
+	return nil
+}

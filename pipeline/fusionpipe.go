@@ -13,9 +13,12 @@ import (
 // land in the gradients. Fusion drives a Stage and does the rest: checking pushes, learning
 // the fusion plan, ordering collectives and measuring the step.
 type Stage interface {
-	// Plan is called once, when the fusion plan is known, with the Fusion to signal. It
-	// returns the collectives each step issues, as the number of parts each one waits for
-	// (see Fusion.Done), and whether they must run one at a time.
+	// Plan is called when the fusion plan is known, with the Fusion to signal. It returns
+	// the collectives each step issues, as the number of parts each one waits for (see
+	// Fusion.Done), and whether they must run one at a time. Plan is called once, unless
+	// the stage asks for a new plan with Fusion.Replan: then it is called again, between
+	// two steps, and must rebuild what depends on the buffers while keeping what outlives a
+	// step (error-feedback memory).
 	Plan(f *Fusion, buckets []Bucket) (parts []int, serial bool, err error)
 	// Process prepares tensor id's gradient for this step; it runs on the pushing goroutine
 	// and calls f.Done for every part of a collective the gradient completes, possibly later
@@ -45,6 +48,8 @@ type Fusion struct {
 	broken      error        // the stage could not plan: every later call fails with it
 	steps       atomic.Int64 // steps finished; read by selection goroutines
 	restored    *State       // state to move into the memory once the stage plans it
+	replan      []Bucket     // the plan to adopt when the step ends, see Replan
+	replayed    bool         // the step's gradients are replayed, see Replayed
 	metrics     StepMetrics
 }
 
@@ -78,6 +83,36 @@ func (f *Fusion) Done(i int) {
 
 // Fail stops the step: no further collective is issued and Wait returns err.
 func (f *Fusion) Fail(err error) { f.ctl.Fail(err) }
+
+// Replan asks for a new fusion plan: once the current step has finished (after the stage's
+// Finish), the stage's Plan is called again with buckets and the following steps run with
+// them. buckets must cut the agreed backprop order into consecutive buffers (GroupBuckets
+// builds them); they are checked now, so a bad plan is an error for the caller, not a
+// broken pipeline. Every rank must replan alike in the same step, since the collectives of
+// later steps follow the plan.
+//
+// Call it from the stage's Process or Finish, which run on the goroutine that calls Push
+// and Wait. A replan asked for in a step that fails is dropped; a later call in the same
+// step replaces an earlier one.
+func (f *Fusion) Replan(buckets []Bucket) error {
+	if f.broken != nil {
+		return f.broken
+	}
+	if f.ctl == nil {
+		return fmt.Errorf("pipeline: replanning before the first plan")
+	}
+	if err := f.step.CheckBuckets(buckets); err != nil {
+		return fmt.Errorf("pipeline: replanning: %w", err)
+	}
+	f.replan = cloneBuckets(buckets)
+	return nil
+}
+
+// Replayed reports whether the gradients of the current step reach the stage by replay:
+// in the first step the plan is learnt at the end of backward, and only then are the
+// step's gradients processed, all at once. A stage that times backward through its Process
+// calls must skip such a step. Call it from Process or Finish.
+func (f *Fusion) Replayed() bool { return f.replayed }
 
 // Push implements Pipeline.
 func (f *Fusion) Push(id int, grad []float32) error {
@@ -134,6 +169,7 @@ func (f *Fusion) Wait() error {
 			return err
 		}
 		f.begin()
+		f.replayed = true
 		for _, id := range replay {
 			if err := f.stage.Process(id, f.step.Slot(id), f.step.Tensors()[id].Grad); err != nil {
 				return f.abort(err)
@@ -147,8 +183,26 @@ func (f *Fusion) Wait() error {
 	if err := f.stage.Finish(); err != nil {
 		return err
 	}
+	if f.replan != nil {
+		// Nothing is in flight now: every collective of the step has completed and the
+		// stage has written the gradients, so the buffers can be rebuilt.
+		if err := f.applyReplan(); err != nil {
+			return err
+		}
+	}
 	f.metrics = f.meter.Finish(time.Since(start), f.sparsifying)
 	return nil
+}
+
+// applyReplan adopts the plan Replan asked for.
+func (f *Fusion) applyReplan() error {
+	buckets := f.replan
+	f.replan = nil
+	if err := f.step.Rebucket(buckets); err != nil {
+		f.broken = fmt.Errorf("replanning the pipeline: %w", err)
+		return f.broken
+	}
+	return f.plan()
 }
 
 func (f *Fusion) plan() error {
@@ -185,6 +239,8 @@ func (f *Fusion) nextStep() {
 	f.step.NextStep()
 	f.meter.active = false
 	f.begun = false
+	f.replan = nil // asked for in a step that failed
+	f.replayed = false
 }
 
 // Metrics implements Pipeline.

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,7 @@ type Meter struct {
 	sparsify atomic.Int64 // nanoseconds
 	sent     atomic.Int64 // elements sent, dense or as pairs
 	missing  atomic.Int64
+	imbal    atomic.Uint64 // float64 bits of the step's partition imbalance, see SetImbalance
 }
 
 // NewMeter returns the meter of a pipeline over tensors.
@@ -35,6 +37,7 @@ func (m *Meter) Begin() {
 	m.sparsify.Store(0)
 	m.sent.Store(0)
 	m.missing.Store(0)
+	m.imbal.Store(0)
 }
 
 // Selected records one selection: how long it took, how many elements it picked, and how
@@ -44,6 +47,10 @@ func (m *Meter) Selected(d time.Duration, elements, missing int) {
 	m.sent.Add(int64(elements))
 	m.missing.Add(int64(missing))
 }
+
+// SetImbalance records the step's load imbalance between partitions (ExDyna): the largest
+// partition's selected count over the mean. Steps that never set it report 0.
+func (m *Meter) SetImbalance(v float64) { m.imbal.Store(math.Float64bits(v)) }
 
 // Dense records elements sent densely.
 func (m *Meter) Dense(elements int) { m.sent.Add(int64(elements)) }
@@ -59,6 +66,7 @@ func (m *Meter) Finish(wait time.Duration, sparsifying bool) StepMetrics {
 		Wait:       wait,
 		BytesSent:  delta.BytesSent,
 		DenseBytes: RingAllReduceBytes(m.numel, m.comm.Size()),
+		Imbalance:  math.Float64frombits(m.imbal.Load()),
 	}
 	if sparsifying {
 		s.HasDensity = true

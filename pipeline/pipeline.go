@@ -52,6 +52,8 @@ type StepMetrics struct {
 	HasDensity      bool
 	DensityAchieved float64 // elements sent / elements in all tensors
 	TensorsMissing  int     // tensors with no element selected in this step
+
+	Imbalance float64 // ExDyna: largest partition's selected count over the mean; 0 when not applicable
 }
 
 // Local is the pipeline of a single process: the gradient each tensor received in backward is

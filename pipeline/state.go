@@ -11,6 +11,10 @@ type State struct {
 	Order     []int       // the backprop order the ranks agreed on; nil before the first step
 	Residuals [][]float32 // by tensor id; nil for a tensor without memory
 	Momenta   [][]float32 // by tensor id, with DGC momentum correction only
+	// Extra is the state of a stage that keeps more than error-feedback memory between
+	// steps (ExDyna: its threshold and partition boundaries), encoded by the stage; nil for
+	// the others.
+	Extra []byte
 }
 
 // Stateful is a Pipeline whose state outlives a step. Pipelines that are not Stateful (the
@@ -25,6 +29,17 @@ type Stateful interface {
 // memoryOwner is a Stage with error-feedback memory, nil until the stage is planned.
 type memoryOwner interface{ Memory() *Memory }
 
+// extraOwner is a Stage that carries state of its own from one step to the next, beyond its
+// memory, which a resumed run needs to continue bit for bit. The stage encodes it; Fusion
+// only stores it in State.Extra. The state must not depend on the fusion plan: RestoreExtra
+// is called before the plan exists.
+type extraOwner interface {
+	// ExtraState returns the encoded state between steps, a copy the caller owns.
+	ExtraState() []byte
+	// RestoreExtra replaces the state by one ExtraState returned; on error nothing changes.
+	RestoreExtra([]byte) error
+}
+
 // State implements Stateful.
 func (f *Fusion) State() (State, error) {
 	if f.broken != nil {
@@ -33,6 +48,9 @@ func (f *Fusion) State() (State, error) {
 	st := State{Steps: f.steps.Load(), Order: append([]int(nil), f.step.Order()...)}
 	if st.Order == nil && f.restored != nil {
 		st.Order = f.restored.Order
+	}
+	if xo, ok := f.stage.(extraOwner); ok {
+		st.Extra = xo.ExtraState()
 	}
 	if owner, ok := f.stage.(memoryOwner); ok && owner.Memory() != nil {
 		st.Residuals, st.Momenta = owner.Memory().export()
@@ -55,6 +73,15 @@ func (f *Fusion) Restore(st State) error {
 	}
 	if _, ok := f.stage.(memoryOwner); !ok && (st.Residuals != nil || st.Momenta != nil) {
 		return fmt.Errorf("pipeline: this pipeline keeps no error-feedback memory, the state holds some")
+	}
+	// The stage's own state goes in before anything else changes: the stage checks it
+	// whole, so a state that does not fit it is refused with the pipeline untouched.
+	if xo, ok := f.stage.(extraOwner); ok {
+		if err := xo.RestoreExtra(st.Extra); err != nil {
+			return fmt.Errorf("pipeline: restoring state: %w", err)
+		}
+	} else if st.Extra != nil {
+		return fmt.Errorf("pipeline: this pipeline keeps no state of its own beyond memory, the state holds %d bytes of it", len(st.Extra))
 	}
 	f.steps.Store(st.Steps)
 	f.restored = &st

@@ -123,10 +123,16 @@ func (s *Stepper) Order() []int {
 
 // build makes the fusion buffers from the agreed order.
 func (s *Stepper) build() error {
-	buckets, err := PlanBuckets(s.order, func(id int) int { return len(s.tensors[id].Grad) }, s.threshold)
+	buckets, err := PlanBuckets(s.order, s.numel, s.threshold)
 	if err != nil {
 		return fmt.Errorf("planning fusion buffers: %w", err)
 	}
+	s.use(buckets)
+	return nil
+}
+
+// use makes buckets the fusion plan.
+func (s *Stepper) use(buckets []Bucket) {
 	s.slots = make([]Slot, len(s.tensors))
 	for b, bucket := range buckets {
 		for i, id := range bucket.Tensors {
@@ -134,7 +140,36 @@ func (s *Stepper) build() error {
 		}
 	}
 	s.buckets = buckets
+}
+
+func (s *Stepper) numel(id int) int { return len(s.tensors[id].Grad) }
+
+// CheckBuckets reports why buckets cannot replace the fusion plan: there is no plan yet, or
+// they do not cut the agreed backprop order into consecutive buffers (see GroupBuckets).
+func (s *Stepper) CheckBuckets(buckets []Bucket) error {
+	if s.buckets == nil {
+		return fmt.Errorf("no fusion plan yet: the backprop order is learnt in the first step")
+	}
+	return checkBuckets(buckets, s.order, s.numel)
+}
+
+// Rebucket replaces the fusion plan by buckets, which must pass CheckBuckets; the backprop
+// order stays. Call it between steps only.
+func (s *Stepper) Rebucket(buckets []Bucket) error {
+	if err := s.CheckBuckets(buckets); err != nil {
+		return err
+	}
+	s.use(cloneBuckets(buckets))
 	return nil
+}
+
+// cloneBuckets copies buckets, so that the plan does not share slices with the caller.
+func cloneBuckets(buckets []Bucket) []Bucket {
+	out := make([]Bucket, len(buckets))
+	for i, b := range buckets {
+		out[i] = Bucket{Tensors: append([]int(nil), b.Tensors...), Offsets: append([]int(nil), b.Offsets...), Numel: b.Numel}
+	}
+	return out
 }
 
 // Buckets returns the fusion plan, nil before the end of the first step.

@@ -70,6 +70,9 @@ type Sparsity struct {
 	DensityAchieved       *float64 `json:"density_achieved"`
 	Tensors               int      `json:"tensors"`
 	TensorsMissingPerStep *float64 `json:"tensors_missing_per_step"`
+	// PartitionImbalance is ExDyna's mean over steps of the largest partition's selected
+	// count over the mean partition's; null for other pipelines.
+	PartitionImbalance *float64 `json:"partition_imbalance"`
 }
 
 // Consistency tells whether all ranks held bit-identical parameters when checked.
@@ -92,6 +95,7 @@ type Row struct {
 	Bytes    int64
 	Density  *float64
 	Missing  *int
+	Imbal    *float64 // partition imbalance, ExDyna only
 	EvalAcc  *float64
 	EvalLoss *float64
 	EvalPPL  *float64
@@ -99,7 +103,7 @@ type Row struct {
 
 var csvHeader = []string{"kind", "step", "epoch", "wall_s", "lr", "loss", "grad_norm", "samples",
 	"step_ms", "compute_ms", "sparsify_ms", "comm_ms", "wait_ms", "bytes_sent", "density_achieved",
-	"tensors_missing", "eval_accuracy", "eval_loss", "eval_perplexity"}
+	"tensors_missing", "eval_accuracy", "eval_loss", "eval_perplexity", "partition_imbalance"}
 
 func (r Row) record() []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 7, 64) }
@@ -115,11 +119,11 @@ func (r Row) record() []string {
 	}
 	if r.Kind == "eval" {
 		return []string{r.Kind, strconv.Itoa(r.Step), f(r.Epoch), f(r.WallS), "", "", "", strconv.Itoa(r.Samples),
-			"", "", "", "", "", "", "", "", opt(r.EvalAcc), opt(r.EvalLoss), opt(r.EvalPPL)}
+			"", "", "", "", "", "", "", "", opt(r.EvalAcc), opt(r.EvalLoss), opt(r.EvalPPL), ""}
 	}
 	return []string{r.Kind, strconv.Itoa(r.Step), f(r.Epoch), f(r.WallS), f(r.LR), f(r.Loss), f(r.GradNorm),
 		strconv.Itoa(r.Samples), f(r.StepMS.Total), f(r.StepMS.Compute), f(r.StepMS.Sparsify), f(r.StepMS.Comm),
-		f(r.StepMS.Wait), strconv.FormatInt(r.Bytes, 10), opt(r.Density), missing, "", "", ""}
+		f(r.StepMS.Wait), strconv.FormatInt(r.Bytes, 10), opt(r.Density), missing, "", "", "", opt(r.Imbal)}
 }
 
 // encodeCSV renders rows as metrics.csv.

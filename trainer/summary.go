@@ -26,6 +26,10 @@ type stepStats struct {
 	DensitySum  float64
 	MissingSum  float64
 	DensitySeen int
+	// ImbalanceSum and ImbalanceSeen average the partition imbalance of the steps that
+	// report one.
+	ImbalanceSum  float64
+	ImbalanceSeen int
 }
 
 func (s *stepStats) add(row Row, m pipeline.StepMetrics) {
@@ -39,6 +43,10 @@ func (s *stepStats) add(row Row, m pipeline.StepMetrics) {
 	s.Recent = append(s.Recent, row.Loss)
 	s.Bytes += float64(m.BytesSent)
 	s.DenseBytes += float64(m.DenseBytes)
+	if m.Imbalance > 0 {
+		s.ImbalanceSeen++
+		s.ImbalanceSum += m.Imbalance
+	}
 	if m.HasDensity {
 		s.DensitySeen++
 		s.DensitySum += m.DensityAchieved
@@ -94,6 +102,10 @@ func (r *run) summarize(trainErr error) *Summary {
 		target := r.cfg.Density
 		achieved, missing := st.DensitySum/float64(st.DensitySeen), st.MissingSum/float64(st.DensitySeen)
 		s.Sparsity.DensityTarget, s.Sparsity.DensityAchieved, s.Sparsity.TensorsMissingPerStep = &target, &achieved, &missing
+	}
+	if st.ImbalanceSeen > 0 {
+		imbalance := st.ImbalanceSum / float64(st.ImbalanceSeen)
+		s.Sparsity.PartitionImbalance = &imbalance
 	}
 	s.Consistency.ParamChecksum = fmt.Sprintf("%016x", checksum(r.params))
 	if r.checks.Checks > 0 {

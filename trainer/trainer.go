@@ -290,6 +290,10 @@ func (r *run) trainStep() (Row, error) {
 		d, missing := m.DensityAchieved, m.TensorsMissing
 		row.Density, row.Missing = &d, &missing
 	}
+	if m.Imbalance > 0 {
+		imbalance := m.Imbalance
+		row.Imbal = &imbalance
+	}
 	r.stats.add(row, m)
 	return row, nil
 }

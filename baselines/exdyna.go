@@ -1,0 +1,594 @@
+package baselines
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+)
+
+// NewExDyna returns the ExDyna pipeline (Kim et al., CCGrid 2024, arXiv 2402.13781): gradient
+// sparsification over the whole flattened gradient with exclusive, rotating partitions, a
+// threshold scaled online towards the target density, and partition boundaries that move to
+// balance the workers' loads.
+//
+// The gradient of all tensors, laid end to end in tensor-id order (the parameter order every
+// rank shares, independent of the backprop order), is accumulated with error feedback (and
+// DGC's momentum correction when cfg.Momentum > 0). It is cut into up to exdynaBlocks blocks,
+// and contiguous runs of blocks form one partition per worker. In step s worker r selects
+// the elements of partition (s+r) mod P whose accumulated magnitude reaches the threshold
+// tau, so the workers' selections never overlap and their union has no duplicates. One
+// allgather per step exchanges the selected indices; every worker then allreduces its own
+// accumulated values at the union of indices, and the average lands in the tensors' Grad
+// (zero elsewhere). Every worker clears its memory at every index of the union, since every
+// worker sent its value there.
+//
+// After each step all ranks update tau and the partition boundaries from the allgathered
+// counts alone, so they agree bit for bit; both are part of the checkpointed state.
+//
+// The selector named in cfg is not used: ExDyna's threshold is its own selection. A step
+// whose density reaches 1 (k >= N) sends everything with one dense allreduce and leaves tau
+// and the partitions as they are. The fusion threshold only satisfies the shared
+// bookkeeping: ExDyna sends one message per step whatever the buckets.
+func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig) (pipeline.Pipeline, error) {
+	f, _, err := newExDyna(comm, tensors, thresholdBytes, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// newExDyna also returns the stage, for tests to look inside.
+func newExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig) (*pipeline.Fusion, *exDyna, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, nil, fmt.Errorf("exdyna: %w", err)
+	}
+	x, err := newExDynaStage(comm, tensors, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := pipeline.NewFusion(comm, tensors, thresholdBytes, x, true)
+	if err != nil {
+		return nil, nil, fmt.Errorf("exdyna: %w", err)
+	}
+	return f, x, nil
+}
+
+// The constants of the algorithm, as PAPERS.md gives them.
+const (
+	exdynaBlocks    = 1024 // blocks the flattened gradient is cut into
+	exdynaBlockUnit = 32   // block sizes are multiples of this
+	exdynaMinShare  = 4    // a partition keeps at least blocks/(4P) blocks
+
+	// Threshold scaling on the ratio of selected to target elements: above exdynaTooMany
+	// tau rises by exdynaUp, at or below exdynaTooFew it falls by exdynaDown, and in between
+	// it rises gently by exdynaGentle, as PAPERS.md and the authors' code have it. The gentle
+	// rise keeps nudging the density down until it crosses exdynaTooFew, so the density
+	// settles a little below the target rather than on it.
+	exdynaTooMany = 1.1
+	exdynaTooFew  = 0.909
+	exdynaUp      = 1.005
+	exdynaDown    = 0.995
+	exdynaGentle  = 1.00125
+
+	// Ours: far from the target those factors take hundreds of steps to correct a starting
+	// threshold that is off by a few times (the start 1/(2 sqrt(k)) knows nothing of the
+	// gradients' scale), longer than many runs last. Beyond exdynaFar (or below its
+	// inverse) tau moves by exdynaFast a step, between exdynaNear and exdynaFar by
+	// exdynaQuick; near the target the paper's rule is unchanged.
+	exdynaNear  = 1.25
+	exdynaFar   = 2
+	exdynaQuick = 1.02
+	exdynaFast  = 1.05
+
+	// Partition topology: a partition above exdynaOver times its target gives one boundary
+	// block to a neighbour below exdynaUnder times it.
+	exdynaOver  = 1.05
+	exdynaUnder = 0.952
+)
+
+// exBlocks cuts n elements into blocks: count blocks of size elements, the last one also
+// taking the remainder. The size is n/1024 rounded down to a multiple of 32, but at least 32;
+// a gradient too small for 1024 blocks of 32 gets n/32 blocks (at least one), so no block is
+// ever empty. n = 0 has no blocks.
+type exBlocks struct{ n, size, count int }
+
+func newExBlocks(n int) exBlocks {
+	if n <= 0 {
+		return exBlocks{}
+	}
+	size := max(exdynaBlockUnit, n/exdynaBlocks/exdynaBlockUnit*exdynaBlockUnit)
+	return exBlocks{n: n, size: size, count: min(exdynaBlocks, max(1, n/size))}
+}
+
+// start is the first element of block b; start(count) is n.
+func (b exBlocks) start(i int) int {
+	if i >= b.count {
+		return b.n
+	}
+	return i * b.size
+}
+
+// exTopology is the partition of the blocks among P workers: partition j holds blocks
+// [bounds[j], bounds[j+1]).
+type exTopology struct {
+	blocks    exBlocks
+	bounds    []int // P+1 block indices, non-decreasing, from 0 to blocks.count
+	minBlocks int   // no move takes a partition below this many blocks
+}
+
+// newExTopology spreads the blocks evenly over p partitions, the first ones taking one more
+// block when they do not divide. With fewer blocks than partitions, the last partitions are
+// empty and their workers select nothing in the steps they hold them.
+func newExTopology(blocks exBlocks, p int) *exTopology {
+	t := &exTopology{blocks: blocks, bounds: make([]int, p+1), minBlocks: max(1, blocks.count/(exdynaMinShare*p))}
+	q, rem := blocks.count/p, blocks.count%p
+	for j := range p {
+		n := q
+		if j < rem {
+			n++
+		}
+		t.bounds[j+1] = t.bounds[j] + n
+	}
+	return t
+}
+
+// span is partition j's element range [lo, hi).
+func (t *exTopology) span(j int) (lo, hi int) {
+	return t.blocks.start(t.bounds[j]), t.blocks.start(t.bounds[j+1])
+}
+
+// rebalance moves boundary blocks after a step in which partition j had counts[j] elements
+// selected, against a per-partition target. Adjacent pairs are visited left to right; a
+// partition above exdynaOver times the target gives its boundary block to a neighbour below
+// exdynaUnder times it, unless that would leave it with fewer than minBlocks. inBlock(b)
+// counts the step's selected elements in block b, so that later pairs see the counts as they
+// would have been with the block already moved. counts is modified. Every rank calls it with
+// the same arguments and gets the same boundaries.
+func (t *exTopology) rebalance(counts []int, target float64, inBlock func(b int) int) {
+	over := func(c int) bool { return float64(c) > exdynaOver*target }
+	under := func(c int) bool { return float64(c) < exdynaUnder*target }
+	size := func(j int) int { return t.bounds[j+1] - t.bounds[j] }
+	for j := 0; j+1 < len(counts); j++ {
+		switch {
+		case over(counts[j]) && under(counts[j+1]) && size(j) > t.minBlocks:
+			t.bounds[j+1]--
+			m := inBlock(t.bounds[j+1])
+			counts[j] -= m
+			counts[j+1] += m
+		case under(counts[j]) && over(counts[j+1]) && size(j+1) > t.minBlocks:
+			m := inBlock(t.bounds[j+1])
+			t.bounds[j+1]++
+			counts[j] += m
+			counts[j+1] -= m
+		}
+	}
+}
+
+// exStep is what one step did, for tests.
+type exStep struct {
+	Step   int
+	Union  []int32 // selected indices into the flattened gradient, ascending
+	Counts []int   // selected per partition
+	Bounds []int   // partition boundaries the step selected in
+	Tau    float64 // threshold the step selected with
+}
+
+// exDyna is the Stage: one collective per step, which Issue runs as selection, allgather of
+// the indices and allreduce of the values.
+type exDyna struct {
+	comm    dist.Communicator
+	tensors []pipeline.Tensor
+	cfg     pipeline.SparseConfig
+	offsets []int // by tensor id: first element in the flattened gradient; offsets[len] = N
+	f       *pipeline.Fusion
+	mem     *pipeline.Memory
+	flat    []float32 // the accumulators of all tensors end to end, bound into mem
+
+	// Carried from step to step and checkpointed; changed only on the controller's
+	// goroutine during a step.
+	tau  float64 // 0 until the first step that selects by threshold
+	topo *exTopology
+
+	// Scratch of one step.
+	sendAll  bool // the step sends every element densely
+	selTime  time.Duration
+	send     []byte
+	union    []int32
+	vals     []float32
+	local    []int32
+	ranges   []int // by tensor id: the tensor's union entries are union[ranges[id]:ranges[id+1]]
+	counts   []int
+	iota     []int32 // 0, 1, ...: every index of the largest tensor, for a dense step's Sent
+	observed func(exStep)
+}
+
+func newExDynaStage(comm dist.Communicator, tensors []pipeline.Tensor, cfg pipeline.SparseConfig) (*exDyna, error) {
+	offsets := make([]int, len(tensors)+1)
+	for i, t := range tensors {
+		offsets[i+1] = offsets[i] + len(t.Grad)
+	}
+	n := offsets[len(tensors)]
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("exdyna: %d gradient elements do not fit 32-bit indices", n)
+	}
+	p := comm.Size()
+	if p < 1 {
+		return nil, fmt.Errorf("exdyna: communicator of %d ranks", p)
+	}
+	return &exDyna{
+		comm: comm, tensors: tensors, cfg: cfg, offsets: offsets,
+		topo:   newExTopology(newExBlocks(n), p),
+		ranges: make([]int, len(tensors)+1),
+		counts: make([]int, p),
+	}, nil
+}
+
+func (x *exDyna) numel() int { return x.offsets[len(x.tensors)] }
+
+// Plan binds every tensor's memory into one flat buffer; the buckets do not matter.
+func (x *exDyna) Plan(f *pipeline.Fusion, _ []pipeline.Bucket) ([]int, bool, error) {
+	x.f = f
+	sizes := make([]int, len(x.tensors))
+	for i, t := range x.tensors {
+		sizes[i] = len(t.Grad)
+	}
+	var err error
+	if x.mem, err = pipeline.NewMemory(sizes, x.cfg.Momentum); err != nil {
+		return nil, false, err
+	}
+	x.flat = make([]float32, x.numel())
+	for id := range x.tensors {
+		if err := x.mem.Bind(id, x.flat[x.offsets[id]:x.offsets[id+1]]); err != nil {
+			return nil, false, err
+		}
+	}
+	return []int{len(x.tensors)}, true, nil
+}
+
+// Memory returns the error-feedback memory, nil before the plan; checkpoints read it.
+func (x *exDyna) Memory() *pipeline.Memory { return x.mem }
+
+// Process adds the gradient into the memory. A non-finite element is refused before it gets
+// there: outside this worker's partition the threshold would never see it, yet this worker
+// sends its value wherever another worker selects.
+func (x *exDyna) Process(id int, _ pipeline.Slot, grad []float32) error {
+	for i, v := range grad {
+		if !finite(v) {
+			return fmt.Errorf("exdyna: gradient of %s: %w", x.tensors[id].Name, &pipeline.NonFiniteError{Index: i, Value: v})
+		}
+	}
+	if _, err := x.mem.Accumulate(id, grad); err != nil {
+		return err
+	}
+	x.f.Done(0)
+	return nil
+}
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float32) bool { return math.Float32bits(v)&0x7fffffff < 0x7f800000 }
+
+// Issue selects and starts the allgather; the completion does the rest of the step.
+func (x *exDyna) Issue(int) pipeline.Completion {
+	step := x.f.Step()
+	n := x.numel()
+	k := pipeline.KFor(n, x.cfg.DensityAt(step))
+	var run func() error
+	if x.sendAll = k >= n; x.sendAll {
+		run = x.dense()
+	} else {
+		run = x.sparse(step, k)
+	}
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { err = run() })
+		return err
+	}
+}
+
+// dense starts the allreduce of every accumulated element.
+func (x *exDyna) dense() func() error {
+	x.vals = append(x.vals[:0], x.flat...)
+	h := x.comm.AllReduceAsync(x.vals, dist.Sum)
+	return func() error {
+		if err := h.Wait(); err != nil {
+			return fmt.Errorf("exdyna: allreduce of the dense gradient: %w", err)
+		}
+		for id, t := range x.tensors {
+			if n := len(t.Grad); len(x.iota) < n {
+				for i := len(x.iota); i < n; i++ {
+					x.iota = append(x.iota, int32(i))
+				}
+			}
+			if err := x.mem.Sent(id, x.iota[:len(t.Grad)]); err != nil {
+				return err
+			}
+		}
+		x.f.Meter().Selected(0, x.numel(), 0)
+		x.f.Meter().SetImbalance(x.imbalanceOfSpans())
+		return nil
+	}
+}
+
+// imbalanceOfSpans is the imbalance of a step that sends everything: every partition's
+// whole span.
+func (x *exDyna) imbalanceOfSpans() float64 {
+	for j := range x.counts {
+		lo, hi := x.topo.span(j)
+		x.counts[j] = hi - lo
+	}
+	return imbalance(x.counts)
+}
+
+// imbalance is the largest count over the mean count; 0 when nothing was selected.
+func imbalance(counts []int) float64 {
+	total, most := 0, 0
+	for _, c := range counts {
+		total += c
+		most = max(most, c)
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(most) * float64(len(counts)) / float64(total)
+}
+
+// The message each worker allgathers, little-endian:
+//
+//	u64 step, u32 partition, u32 count, count × u32 index into the flattened gradient
+//
+// Indices are ascending and inside the partition; the receiver checks all of it, and the
+// step and partition tell it whether the ranks agree on where they are.
+const exHeaderBytes = 16
+
+// sparse selects this worker's share and starts the allgather of it.
+func (x *exDyna) sparse(step, k int) func() error {
+	start := time.Now()
+	if x.tau == 0 {
+		x.tau = 1 / (2 * math.Sqrt(float64(k)))
+	}
+	p := x.comm.Size()
+	part := (step + x.comm.Rank()) % p
+	lo, hi := x.topo.span(part)
+	// |a| >= tau compares as integers: the bits of a non-negative float32 order like its
+	// value, so clearing the sign bit gives a key. float32(tau) may round, identically on
+	// every rank.
+	key := math.Float32bits(float32(x.tau))
+	x.send = binary.LittleEndian.AppendUint64(x.send[:0], uint64(step))
+	x.send = binary.LittleEndian.AppendUint32(x.send, uint32(part))
+	x.send = binary.LittleEndian.AppendUint32(x.send, 0) // count, filled in below
+	for i, a := range x.flat[lo:hi] {
+		if math.Float32bits(a)&0x7fffffff >= key {
+			x.send = binary.LittleEndian.AppendUint32(x.send, uint32(lo+i))
+		}
+	}
+	binary.LittleEndian.PutUint32(x.send[12:], uint32((len(x.send)-exHeaderBytes)/4))
+	x.selTime = time.Since(start)
+	h := x.comm.AllGatherVAsync(x.send)
+	return func() error { return x.exchange(h, step, k) }
+}
+
+// exchange finishes a sparse step: it forms the union of the gathered indices, allreduces
+// this worker's values there, clears them from the memory, and moves tau and the partitions
+// on for the next step.
+func (x *exDyna) exchange(h dist.GatherHandle, step, k int) error {
+	msgs, err := h.Wait()
+	if err != nil {
+		return fmt.Errorf("exdyna: allgather of the selected indices: %w", err)
+	}
+	start := time.Now()
+	if err := x.formUnion(msgs, step); err != nil {
+		return err
+	}
+	x.vals = x.vals[:0]
+	for _, i := range x.union {
+		v := x.flat[i]
+		if !finite(v) {
+			return fmt.Errorf("exdyna: accumulated gradient element %d overflowed: %w", i, &pipeline.NonFiniteError{Index: int(i), Value: v})
+		}
+		x.vals = append(x.vals, v)
+	}
+	missing := x.splitByTensor()
+	selected := time.Since(start) + x.selTime
+	if len(x.vals) > 0 { // every rank holds the same union, so all skip together
+		if err := x.comm.AllReduce(x.vals, dist.Sum); err != nil {
+			return fmt.Errorf("exdyna: allreduce of %d selected values: %w", len(x.vals), err)
+		}
+	}
+	for id := range x.tensors {
+		lo, hi := x.ranges[id], x.ranges[id+1]
+		if err := x.mem.Sent(id, x.localIndices(id, lo, hi)); err != nil {
+			return err
+		}
+	}
+	x.f.Meter().Selected(selected, len(x.union), missing)
+	x.f.Meter().SetImbalance(imbalance(x.counts))
+	if x.observed != nil {
+		x.observed(exStep{Step: step, Union: slices.Clone(x.union), Counts: slices.Clone(x.counts), Bounds: slices.Clone(x.topo.bounds), Tau: x.tau})
+	}
+	x.adapt(k)
+	return nil
+}
+
+// formUnion checks every rank's message and concatenates their indices in partition order,
+// which is ascending order: partitions are contiguous and exclusive.
+func (x *exDyna) formUnion(msgs [][]byte, step int) error {
+	p := len(x.counts)
+	if len(msgs) != p {
+		return fmt.Errorf("exdyna: allgather returned %d messages for %d ranks", len(msgs), p)
+	}
+	x.union = x.union[:0]
+	for j := range p {
+		r := ((j-step)%p + p) % p // the rank that selected in partition j this step
+		msg := msgs[r]
+		if len(msg) < exHeaderBytes {
+			return fmt.Errorf("exdyna: message of rank %d has %d bytes, the header needs %d", r, len(msg), exHeaderBytes)
+		}
+		gotStep := binary.LittleEndian.Uint64(msg)
+		gotPart := binary.LittleEndian.Uint32(msg[8:])
+		count := uint64(binary.LittleEndian.Uint32(msg[12:]))
+		if gotStep != uint64(step) || gotPart != uint32(j) {
+			return fmt.Errorf("exdyna: rank %d selected in partition %d of step %d, this rank expected partition %d of step %d", r, gotPart, gotStep, j, step)
+		}
+		if body := uint64(len(msg) - exHeaderBytes); body != 4*count {
+			return fmt.Errorf("exdyna: message of rank %d announces %d indices in %d bytes", r, count, body)
+		}
+		lo, hi := x.topo.span(j)
+		prev := lo - 1
+		for b := msg[exHeaderBytes:]; len(b) > 0; b = b[4:] {
+			i := int(binary.LittleEndian.Uint32(b))
+			if i <= prev || i >= hi {
+				return fmt.Errorf("exdyna: rank %d sent index %d, outside partition %d [%d, %d) or not ascending", r, i, j, lo, hi)
+			}
+			prev = i
+			x.union = append(x.union, int32(i))
+		}
+		x.counts[j] = int(count)
+	}
+	return nil
+}
+
+// splitByTensor finds each tensor's run of the (ascending) union and counts the non-empty
+// tensors without any element in it.
+func (x *exDyna) splitByTensor() (missing int) {
+	j := 0
+	for id := range x.tensors {
+		x.ranges[id] = j
+		for j < len(x.union) && int(x.union[j]) < x.offsets[id+1] {
+			j++
+		}
+		missing += pipeline.Missing(len(x.tensors[id].Grad), j-x.ranges[id])
+	}
+	x.ranges[len(x.tensors)] = j
+	return missing
+}
+
+// localIndices returns union[lo:hi], which falls in tensor id, as indices into the tensor.
+func (x *exDyna) localIndices(id, lo, hi int) []int32 {
+	x.local = x.local[:0]
+	off := int32(x.offsets[id])
+	for _, i := range x.union[lo:hi] {
+		x.local = append(x.local, i-off)
+	}
+	return x.local
+}
+
+// adapt scales tau and moves partition boundaries after a step that selected
+// sum(counts) elements against a target of k. Everything it reads is the same on every rank.
+func (x *exDyna) adapt(k int) {
+	total := 0
+	for _, c := range x.counts {
+		total += c
+	}
+	switch ratio := float64(total) / float64(k); {
+	case ratio > exdynaFar:
+		x.tau *= exdynaFast
+	case ratio > exdynaNear:
+		x.tau *= exdynaQuick
+	case ratio < 1/exdynaFar:
+		x.tau /= exdynaFast
+	case ratio < 1/exdynaNear:
+		x.tau /= exdynaQuick
+	case ratio > exdynaTooMany:
+		x.tau *= exdynaUp
+	case ratio <= exdynaTooFew:
+		x.tau *= exdynaDown
+	default:
+		x.tau *= exdynaGentle
+	}
+	blocks := x.topo.blocks
+	x.topo.rebalance(x.counts, float64(k)/float64(len(x.counts)), func(b int) int {
+		lo, _ := slices.BinarySearch(x.union, int32(blocks.start(b)))
+		hi, _ := slices.BinarySearch(x.union, int32(blocks.start(b+1)))
+		return hi - lo
+	})
+}
+
+// Finish writes the average of the step's values into the tensors' gradients: the union's
+// elements, or every element in a dense step, and zero elsewhere.
+func (x *exDyna) Finish() error {
+	world := float32(x.comm.Size())
+	for id, t := range x.tensors {
+		if x.sendAll {
+			for i, v := range x.vals[x.offsets[id]:x.offsets[id+1]] {
+				t.Grad[i] = v / world
+			}
+			continue
+		}
+		clear(t.Grad)
+		off := x.offsets[id]
+		for j := x.ranges[id]; j < x.ranges[id+1]; j++ {
+			t.Grad[int(x.union[j])-off] = x.vals[j] / world
+		}
+	}
+	return nil
+}
+
+// Close has nothing to release.
+func (x *exDyna) Close() error { return nil }
+
+// The checkpointed state, little-endian:
+//
+//	u32 version, u64 elements N, u32 partitions P, u32 blocks, f64 tau, (P+1) × u32 bounds
+//
+// N, P and the block count are there to refuse a state from another model or world size.
+const exStateVersion = 1
+
+// ExtraState encodes tau and the partition boundaries.
+func (x *exDyna) ExtraState() []byte {
+	b := binary.LittleEndian.AppendUint32(nil, exStateVersion)
+	b = binary.LittleEndian.AppendUint64(b, uint64(x.numel()))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(x.counts)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(x.topo.blocks.count))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x.tau))
+	for _, v := range x.topo.bounds {
+		b = binary.LittleEndian.AppendUint32(b, uint32(v))
+	}
+	return b
+}
+
+// RestoreExtra checks an encoded state against this pipeline and adopts it.
+func (x *exDyna) RestoreExtra(b []byte) error {
+	const head = 4 + 8 + 4 + 4 + 8
+	p := len(x.counts)
+	if want := head + 4*(p+1); len(b) != want {
+		return fmt.Errorf("exdyna: saved threshold and partitions take %d bytes, %d ranks need %d (state of another pipeline or world size?)", len(b), p, want)
+	}
+	if v := binary.LittleEndian.Uint32(b); v != exStateVersion {
+		return fmt.Errorf("exdyna: saved state has version %d, this build reads %d", v, exStateVersion)
+	}
+	if n := binary.LittleEndian.Uint64(b[4:]); n != uint64(x.numel()) {
+		return fmt.Errorf("exdyna: saved state is for %d gradient elements, the model has %d", n, x.numel())
+	}
+	if got := binary.LittleEndian.Uint32(b[12:]); got != uint32(p) {
+		return fmt.Errorf("exdyna: saved state has %d partitions, the world has %d ranks", got, p)
+	}
+	if got := binary.LittleEndian.Uint32(b[16:]); got != uint32(x.topo.blocks.count) {
+		return fmt.Errorf("exdyna: saved state has %d blocks, this gradient has %d", got, x.topo.blocks.count)
+	}
+	tau := math.Float64frombits(binary.LittleEndian.Uint64(b[20:]))
+	if !(tau >= 0) || math.IsInf(tau, 0) {
+		return fmt.Errorf("exdyna: saved threshold %g is not a finite non-negative number", tau)
+	}
+	bounds := make([]int, p+1)
+	for j := range bounds {
+		bounds[j] = int(binary.LittleEndian.Uint32(b[head+4*j:]))
+	}
+	if bounds[0] != 0 || bounds[p] != x.topo.blocks.count {
+		return fmt.Errorf("exdyna: saved partitions span blocks %d to %d, want 0 to %d", bounds[0], bounds[p], x.topo.blocks.count)
+	}
+	for j := range p {
+		if bounds[j+1] < bounds[j] {
+			return fmt.Errorf("exdyna: saved partition %d ends at block %d before it starts at %d", j, bounds[j+1], bounds[j])
+		}
+	}
+	x.tau = tau
+	copy(x.topo.bounds, bounds)
+	return nil
+}

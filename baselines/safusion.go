@@ -1,0 +1,509 @@
+package baselines
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+)
+
+// LinkCost is the alpha-beta model of the network that SAFusion sizes its fusion buffers
+// for (PAPERS.md, "Cost model"): an allgather of m bytes per worker on P workers takes
+// (P-1)*Alpha + (P-1)*m*Beta seconds. It lives here rather than reusing ssfusion.CostModel
+// because the ssfusion package's tests import baselines.
+type LinkCost struct {
+	Alpha float64 // start-up time per message and hop, seconds
+	Beta  float64 // transfer time per byte, seconds
+}
+
+// The defaults of NewSAFusion. A zero LinkCost stands for the 10 Gbit/s constants found in
+// SAFusion's code (PAPERS.md). We take them over the 3.78 ms start-up per message its
+// buffer-sizing code uses because they fit the alpha-beta formula the planner is written
+// in, and they agree with it: at P = 8, (P-1)*alpha = 3.64 ms.
+const (
+	DefaultLinkAlpha      = 5.2e-4  // seconds
+	DefaultLinkBeta       = 8.6e-10 // seconds per byte
+	DefaultSAFusionWarmup = 5       // steps with ordinary buffers, timing backward
+)
+
+// allGather is the modelled time of an allgather of bytes per worker on world workers.
+func (c LinkCost) allGather(bytes float64, world int) float64 {
+	return float64(world-1) * (c.Alpha + bytes*c.Beta)
+}
+
+// NewSAFusion returns SAFusion (HPDC 2025), "sparsification ahead of fusion":
+//
+//   - Every tensor is sparsified on its own, with error feedback, as soon as its gradient
+//     arrives, sending k_i = max(1, floor(density*n_i)) pairs (pipeline.KFor) picked by the
+//     configured selector, so no tensor goes missing; the sparse results of each fusion
+//     buffer are encoded into one message and allgathered, as in per-tensor sparsification.
+//   - Inter-worker gradient alignment: every rank sends exactly k_i pairs of every tensor,
+//     so the messages of a buffer have the same length on all ranks and no rank waits for a
+//     longer chunk. A selector that returns fewer (sampled thresholds may) is padded with
+//     zero values at an index it selected (index 0 when it selected none): adding zero
+//     changes no sum, and the padding is not cleared from the error-feedback memory. Every
+//     rank checks on receipt that every message has the aligned length.
+//   - Intra-worker adaptive buffer sizing: the first warmupSteps steps run with ordinary
+//     buffers of up to thresholdBytes (pipeline.PlanBuckets) while each tensor's backward
+//     and selection times are measured. At the end of the last warm-up step rank 0's
+//     averages are broadcast and every rank plans the same new buffers from them with the
+//     cost model (see planBuffers); later steps use those.
+//
+// cost is the network's alpha-beta model; the zero LinkCost means DefaultLinkAlpha and
+// DefaultLinkBeta. warmupSteps 0 means DefaultSAFusionWarmup; otherwise it must be at
+// least 2, since the first step of a fresh pipeline replays its gradients at the end of
+// backward and cannot be timed.
+//
+// Since each tensor is selected on its own and every buffer is scatter-averaged tensor by
+// tensor in rank order, the aggregated gradients do not depend on the buffers: they are
+// bit for bit per-tensor sparsification's with the same configuration. The buffer plan is
+// not checkpointed: a restored pipeline times warmupSteps steps again and replans.
+//
+// Metrics: selection time, density and missing tensors as per-tensor sparsification
+// reports them. Padding counts as sent bytes but not as selected elements, so density is
+// what the selector picked and a tensor padded from nothing counts as missing.
+func NewSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig, cost LinkCost, warmupSteps int) (pipeline.Pipeline, error) {
+	f, _, err := newSAFusion(comm, tensors, thresholdBytes, cfg, cost, warmupSteps)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// newSAFusion is NewSAFusion that also returns the stage, for tests to watch.
+func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig, cost LinkCost, warmupSteps int) (*pipeline.Fusion, *saFusion, error) {
+	if comm == nil {
+		return nil, nil, errors.New("SAFusion: no communicator")
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, nil, fmt.Errorf("SAFusion: %w", err)
+	}
+	for _, v := range []float64{cost.Alpha, cost.Beta} {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return nil, nil, fmt.Errorf("SAFusion: link cost must be finite and non-negative, got alpha %g s, beta %g s/B", cost.Alpha, cost.Beta)
+		}
+	}
+	switch {
+	case cost.Beta == 0 && cost.Alpha != 0:
+		return nil, nil, fmt.Errorf("SAFusion: link cost alpha %g s given without beta", cost.Alpha)
+	case cost.Beta == 0:
+		cost = LinkCost{Alpha: DefaultLinkAlpha, Beta: DefaultLinkBeta}
+	}
+	switch {
+	case warmupSteps == 0:
+		warmupSteps = DefaultSAFusionWarmup
+	case warmupSteps < 2:
+		return nil, nil, fmt.Errorf("SAFusion: %d warm-up steps: need at least 2, as the first step cannot be timed", warmupSteps)
+	}
+	sel, err := pipeline.NewSelector(cfg.Selector, cfg.Seed+uint64(comm.Rank()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("SAFusion: %w", err)
+	}
+	s := &saFusion{
+		comm: comm, tensors: tensors, cfg: cfg, cost: cost, warmup: warmupSteps, sel: sel,
+		backward: make([]time.Duration, len(tensors)), selection: make([]time.Duration, len(tensors)),
+		stepBackward: make([]time.Duration, len(tensors)), stepSelection: make([]time.Duration, len(tensors)),
+	}
+	f, err := pipeline.NewFusion(comm, tensors, thresholdBytes, s, true)
+	if err != nil {
+		return nil, nil, fmt.Errorf("SAFusion: %w", err)
+	}
+	return f, s, nil
+}
+
+// saFusion is SAFusion's stage.
+type saFusion struct {
+	comm    dist.Communicator
+	tensors []pipeline.Tensor
+	cfg     pipeline.SparseConfig
+	cost    LinkCost
+	warmup  int
+
+	f       *pipeline.Fusion
+	mem     *pipeline.Memory  // kept across replans
+	sel     pipeline.Selector // selection runs on the pushing goroutine only
+	buckets []pipeline.Bucket
+	bufs    []*alignedBuffer
+
+	// Warm-up timing, by tensor id. Only steps whose gradients arrive as backward produces
+	// them are timed (not the replayed first step).
+	warmed        int             // warm-up steps finished
+	timed         int             // of which timed
+	backward      []time.Duration // sums over the timed steps
+	selection     []time.Duration
+	stepBackward  []time.Duration // the current step's
+	stepSelection []time.Duration
+	lastEnd       time.Time // when the previous Process call returned...
+	lastStep      int       // ...in this step
+
+	// Test hooks, nil in use.
+	onGather func(step, buffer int, lengths []int)      // message lengths by rank, on receipt
+	onReplan func(timings []tensorTiming, counts []int) // what the plan was made from
+}
+
+// Memory returns the error-feedback memory, nil before the plan; checkpoints read it.
+func (p *saFusion) Memory() *pipeline.Memory { return p.mem }
+
+// Plan builds one aligned buffer per fusion buffer. It is called again when the warm-up
+// replans; the error-feedback memory is created the first time only and kept.
+func (p *saFusion) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
+	p.f = f
+	if p.mem == nil {
+		sizes := make([]int, len(p.tensors))
+		for i, t := range p.tensors {
+			sizes[i] = len(t.Grad)
+		}
+		var err error
+		if p.mem, err = pipeline.NewMemory(sizes, p.cfg.Momentum); err != nil {
+			return nil, false, err
+		}
+	}
+	p.buckets = buckets
+	p.bufs = make([]*alignedBuffer, len(buckets))
+	parts := make([]int, len(buckets))
+	for b, bucket := range buckets {
+		p.bufs[b] = newAlignedBuffer(p.tensors, bucket.Tensors)
+		parts[b] = len(bucket.Tensors)
+	}
+	return parts, false, nil
+}
+
+// Process selects tensor id's k_i pairs and pads them to exactly k_i.
+//
+// In timed warm-up steps it measures the tensor's backward time as the time from the
+// return of the previous Process call of the step to this call, which is what the model
+// spent between the two gradients (the first tensor of a step gets 0: the start of backward
+// is not seen, and the planner does not need it), and its selection time as everything
+// this call does before the tensor's pairs are ready (accumulation, selection, padding).
+func (p *saFusion) Process(id int, s pipeline.Slot, grad []float32) error {
+	start := time.Now()
+	step := p.f.Step()
+	timing := p.warmed < p.warmup && !p.f.Replayed()
+	if timing {
+		var b time.Duration
+		if p.lastStep == step && !p.lastEnd.IsZero() {
+			b = start.Sub(p.lastEnd)
+		}
+		p.stepBackward[id] = b
+	}
+	acc, err := p.mem.Accumulate(id, grad)
+	if err != nil {
+		return err
+	}
+	k := pipeline.KFor(len(grad), p.cfg.DensityAt(step))
+	part := &p.bufs[s.Bucket].parts[s.Index]
+	d, err := pipeline.Sparsify(p.sel, p.mem, id, acc, k, part)
+	if err != nil {
+		return err
+	}
+	picked := len(part.Indices)
+	pad(part, k)
+	p.f.Meter().Selected(d, picked, pipeline.Missing(len(grad), picked))
+	if timing {
+		p.stepSelection[id] = time.Since(start)
+	}
+	p.f.Done(s.Bucket)
+	if timing {
+		p.lastEnd, p.lastStep = time.Now(), step
+	}
+	return nil
+}
+
+// pad brings part up to k pairs with zero values at its last selected index, or at index
+// 0 when nothing was selected. A zero adds nothing in the scatter-average, whatever the
+// index, and the last index keeps the indices in ascending order. It must run after
+// pipeline.Sparsify has cleared the selected elements from the memory, so that the memory
+// at a padded index is kept. A part with more than k pairs (a selector that broke its
+// contract) is left alone: every rank's length check reports it.
+func pad(part *pipeline.SparseTensor, k int) {
+	var at int32
+	if n := len(part.Indices); n > 0 {
+		at = part.Indices[n-1]
+	}
+	for len(part.Indices) < k {
+		part.Indices = append(part.Indices, at)
+		part.Values = append(part.Values, 0)
+	}
+}
+
+func (p *saFusion) Issue(b int) pipeline.Completion { return p.bufs[b].allGather(p.comm) }
+
+// Finish checks that every rank's message has the aligned length, scatter-averages the
+// buffers and, at the end of the warm-up, replans.
+func (p *saFusion) Finish() error {
+	step := p.f.Step()
+	density := p.cfg.DensityAt(step)
+	for b, buf := range p.bufs {
+		if p.onGather != nil {
+			lengths := make([]int, len(buf.out))
+			for r, msg := range buf.out {
+				lengths[r] = len(msg)
+			}
+			p.onGather(step, b, lengths)
+		}
+		if err := buf.average(density); err != nil {
+			return fmt.Errorf("SAFusion: fusion buffer %d: %w", b, err)
+		}
+	}
+	if p.warmed >= p.warmup {
+		return nil
+	}
+	if !p.f.Replayed() {
+		for id := range p.tensors {
+			p.backward[id] += p.stepBackward[id]
+			p.selection[id] += p.stepSelection[id]
+		}
+		p.timed++
+	}
+	p.warmed++
+	if p.warmed < p.warmup {
+		return nil
+	}
+	if err := p.replan(); err != nil {
+		return fmt.Errorf("SAFusion: sizing the fusion buffers: %w", err)
+	}
+	return nil
+}
+
+// replan agrees on rank 0's warm-up timings, plans the buffers from them and asks the
+// Fusion to adopt the plan from the next step on. Every rank calls it at the end of the
+// same step, after the step's collectives have completed, so the broadcast is matched.
+func (p *saFusion) replan() error {
+	var order []int
+	for _, b := range p.buckets {
+		order = append(order, b.Tensors...)
+	}
+	const floatBytes = 8
+	wire := make([]byte, 2*floatBytes*len(order))
+	if p.comm.Rank() == 0 && p.timed > 0 {
+		for i, id := range order {
+			binary.LittleEndian.PutUint64(wire[2*floatBytes*i:], math.Float64bits(p.backward[id].Seconds()/float64(p.timed)))
+			binary.LittleEndian.PutUint64(wire[2*floatBytes*i+floatBytes:], math.Float64bits(p.selection[id].Seconds()/float64(p.timed)))
+		}
+	}
+	if err := p.comm.Broadcast(wire, 0); err != nil {
+		return fmt.Errorf("agreeing on the warm-up timings: %w", err)
+	}
+	timings := make([]tensorTiming, len(order))
+	for i, id := range order {
+		b := math.Float64frombits(binary.LittleEndian.Uint64(wire[2*floatBytes*i:]))
+		s := math.Float64frombits(binary.LittleEndian.Uint64(wire[2*floatBytes*i+floatBytes:]))
+		if !(b >= 0 && s >= 0) || math.IsInf(b+s, 0) {
+			return fmt.Errorf("rank 0 sent timings %g s and %g s for tensor %d", b, s, id)
+		}
+		// The buffers are planned for the target density, which holds after any DGC
+		// density warm-up.
+		k := pipeline.KFor(len(p.tensors[id].Grad), p.cfg.Density)
+		timings[i] = tensorTiming{Bytes: float64(tensorHeaderBytes + pairBytes*k), Backward: b, Select: s}
+	}
+	counts := planBuffers(timings, p.cost, p.comm.Size())
+	if p.onReplan != nil {
+		p.onReplan(timings, counts)
+	}
+	buckets, err := pipeline.GroupBuckets(order, func(id int) int { return len(p.tensors[id].Grad) }, counts)
+	if err != nil {
+		return err
+	}
+	return p.f.Replan(buckets)
+}
+
+func (p *saFusion) Close() error { return nil }
+
+// The sparse wire format's sizes (pipeline.AppendSparse): a message is a 4-byte tensor
+// count, then an 8-byte header (id, pair count) per tensor, then 8 bytes (index, value) per
+// pair. TestAlignedWireSize keeps these in step with pipeline.SparseSize.
+const (
+	countBytes        = 4
+	tensorHeaderBytes = 8
+	pairBytes         = 8
+)
+
+// alignedBuffer is the sparse part of one SAFusion fusion buffer: every rank's pairs of
+// the buffer's tensors, k_i of each, encoded into one message of the same length on every
+// rank and exchanged by one allgather, then scatter-averaged into the tensors' Grad.
+type alignedBuffer struct {
+	parts   []pipeline.SparseTensor // this rank's pairs, in buffer order
+	numel   map[int]int             // tensor id -> element count, the buffer's tensors only
+	dst     [][]float32             // by tensor id: Grad of the buffer's tensors, nil elsewhere
+	send    []byte
+	out     [][]byte
+	decoded [][]pipeline.SparseTensor // by rank
+}
+
+func newAlignedBuffer(tensors []pipeline.Tensor, ids []int) *alignedBuffer {
+	a := &alignedBuffer{parts: make([]pipeline.SparseTensor, len(ids)), numel: make(map[int]int, len(ids)), dst: make([][]float32, len(tensors))}
+	for i, id := range ids {
+		a.parts[i].ID = id
+		a.numel[id] = len(tensors[id].Grad)
+		a.dst[id] = tensors[id].Grad
+	}
+	return a
+}
+
+// wireSize is the length every rank's message has at density: each tensor sends exactly
+// KFor(n_i, density) pairs.
+func (a *alignedBuffer) wireSize(density float64) int {
+	n := countBytes
+	for _, part := range a.parts {
+		n += tensorHeaderBytes + pairBytes*pipeline.KFor(a.numel[part.ID], density)
+	}
+	return n
+}
+
+// allGather encodes the parts and starts exchanging them with every rank.
+func (a *alignedBuffer) allGather(comm dist.Communicator) pipeline.Completion {
+	var err error
+	if a.send, err = pipeline.AppendSparse(a.send[:0], a.parts); err != nil {
+		return func() error { return err }
+	}
+	h := comm.AllGatherVAsync(a.send)
+	return func() error {
+		out, err := h.Wait()
+		a.out = out
+		return err
+	}
+}
+
+// average checks that every rank's message has the aligned length at density, decodes
+// them and sets the buffer's tensors to the average of all ranks' pairs (in rank order,
+// so every rank computes the same floats). A message of another length, or one that does
+// not decode, is an error naming its rank; then no gradient is changed.
+func (a *alignedBuffer) average(density float64) error {
+	want := a.wireSize(density)
+	for r, msg := range a.out {
+		if len(msg) != want {
+			return fmt.Errorf("rank %d sent %d bytes of sparse gradients, aligned buffers are %d bytes on every rank", r, len(msg), want)
+		}
+	}
+	if len(a.decoded) < len(a.out) {
+		a.decoded = append(a.decoded, make([][]pipeline.SparseTensor, len(a.out)-len(a.decoded))...)
+	}
+	numel := func(id int) int {
+		if n, ok := a.numel[id]; ok {
+			return n
+		}
+		return -1
+	}
+	for r, msg := range a.out {
+		var err error
+		if a.decoded[r], err = pipeline.DecodeSparse(msg, numel, a.decoded[r]); err != nil {
+			return fmt.Errorf("sparse gradients from rank %d: %w", r, err)
+		}
+	}
+	return pipeline.ScatterAverage(a.dst, a.decoded[:len(a.out)], len(a.out))
+}
+
+// tensorTiming is what the buffer planner knows of one tensor, in backprop order.
+type tensorTiming struct {
+	Bytes    float64 // what the tensor adds to its buffer's message, per worker
+	Backward float64 // seconds of backward from the previous tensor's gradient to this one's
+	Select   float64 // seconds from the gradient's arrival until its pairs are ready
+}
+
+// planBuffers is SAFusion's intra-worker adaptive buffer sizing: it cuts the tensors,
+// given in backprop order, into fusion buffers and returns how many consecutive tensors
+// each buffer holds.
+//
+// The model (ours; PAPERS.md, SAFusion 2, and the three steps of SAFusion's
+// optimal_gradient_merging, rewritten on the alpha-beta model): tensor i's pairs are ready
+// at r_i, the sum of Backward and Select over tensors 0..i, except the first tensor's
+// Backward, which the pipeline cannot see (time runs from its gradient); backward, with
+// selection, ends at R = r_{L-1}. A buffer's communication takes c = cost.allGather(sum of
+// its tensors' Bytes, world). "Production time" of some tensors is the sum of their
+// Backward + Select: how long the following tensors take to become ready.
+//
+//  1. Grow: walk the tensors; a buffer closes after tensor i once its communication would
+//     be hidden by the production time still to come, c <= R - r_i, and grows while it
+//     would not. c only grows and R - r_i only shrinks as the buffer grows, so the first
+//     buffer that cannot be hidden grows to the last tensor: before it every tensor is a
+//     group of its own, the tail is one group. (Merging is the next step's job.)
+//  2. Merge: the first group is the first buffer. Then repeatedly, with c the
+//     communication time of the buffer formed last, take the following groups whose
+//     production time, summed, is at most c: they become ready while that buffer is still
+//     communicating and would queue behind it anyway, so they travel as one new buffer,
+//     saving start-ups at no loss of overlap. When the next group alone takes longer than
+//     c, it becomes a buffer by itself.
+//  3. Tail: simulate the buffers' communications one after another, each starting when its
+//     last tensor is ready and the previous one has finished. Once a buffer's
+//     communication finishes at or after R, the remaining backward time has run out: the
+//     buffers after it cannot overlap any backward, so they are merged into one last
+//     buffer, which saves their start-ups.
+//
+// Comparisons are inclusive ("hidden" allows equality). With world 1 every communication
+// costs 0. The result does not depend on anything but its arguments, so every rank that
+// plans from the same timings plans the same buffers.
+func planBuffers(ts []tensorTiming, cost LinkCost, world int) []int {
+	L := len(ts)
+	if L == 0 {
+		return nil
+	}
+	prefixBytes := make([]float64, L+1)
+	ready := make([]float64, L)
+	t := 0.0
+	for i, x := range ts {
+		prefixBytes[i+1] = prefixBytes[i] + x.Bytes
+		if i > 0 {
+			t += x.Backward
+		}
+		t += x.Select
+		ready[i] = t
+	}
+	end := ready[L-1]
+	// comm is the communication time of a buffer of tensors [lo, hi).
+	comm := func(lo, hi int) float64 { return cost.allGather(prefixBytes[hi]-prefixBytes[lo], world) }
+	// production is the production time of tensors [lo, hi), lo >= 1.
+	production := func(lo, hi int) float64 { return ready[hi-1] - ready[lo-1] }
+
+	// 1. Grow. groups holds the exclusive ends of the groups.
+	var groups []int
+	for lo, i := 0, 0; i < L; i++ {
+		if comm(lo, i+1) > end-ready[i] {
+			groups = append(groups, L) // not hidden: the tail, grown to the last tensor
+			break
+		}
+		groups = append(groups, i+1)
+		lo = i + 1
+	}
+
+	// 2. Merge. bufs holds the exclusive ends of the buffers.
+	bufs := []int{groups[0]}
+	c := comm(0, groups[0])
+	for g := 1; g < len(groups); {
+		lo := groups[g-1]
+		h := g
+		for h < len(groups) && production(lo, groups[h]) <= c {
+			h++
+		}
+		if h == g {
+			h = g + 1
+		}
+		bufs = append(bufs, groups[h-1])
+		c = comm(lo, groups[h-1])
+		g = h
+	}
+
+	// 3. Tail.
+	free, lo := 0.0, 0
+	for i, hi := range bufs {
+		free = max(free, ready[hi-1]) + comm(lo, hi)
+		lo = hi
+		if free >= end && i < len(bufs)-1 {
+			bufs = append(bufs[:i+1], L)
+			break
+		}
+	}
+
+	counts := make([]int, len(bufs))
+	for i, hi := range bufs {
+		if i == 0 {
+			counts[i] = hi
+		} else {
+			counts[i] = hi - bufs[i-1]
+		}
+	}
+	return counts
+}

@@ -1,0 +1,653 @@
+package baselines
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
+)
+
+// safusionFactory builds SAFusion pipelines; watch, when set, sees each rank's stage before
+// the pipeline runs.
+func safusionFactory(thresholdBytes int, cfg pipeline.SparseConfig, cost LinkCost, warmup int, watch func(rank int, s *saFusion)) pipelinetest.Factory {
+	var mu sync.Mutex
+	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		f, s, err := newSAFusion(comm, tensors, thresholdBytes, cfg, cost, warmup)
+		if err != nil {
+			return nil, err
+		}
+		if watch != nil {
+			mu.Lock()
+			watch(comm.Rank(), s)
+			mu.Unlock()
+		}
+		return f, nil
+	}
+}
+
+// Costs that make the plan predictable whatever the measured times: a start-up of an hour
+// hides under nothing (one buffer), a near-free network under everything (one buffer per
+// tensor, since every tensor takes some time to produce).
+var (
+	slowLink = LinkCost{Alpha: 3600, Beta: 1e-9}
+	freeLink = LinkCost{Beta: 1e-300}
+)
+
+func TestPlanBuffers(t *testing.T) {
+	// With alpha 1 s, beta 1/128 s/B and 2 workers a buffer of m bytes takes 1 + m/128
+	// seconds: one 128-byte tensor 2 s, two 3 s, three 4 s.
+	unit := LinkCost{Alpha: 1, Beta: 1.0 / 128}
+	timings := func(bytes, backward, sel []float64) []tensorTiming {
+		ts := make([]tensorTiming, len(backward))
+		for i := range ts {
+			ts[i] = tensorTiming{Bytes: 128, Backward: backward[i]}
+			if bytes != nil {
+				ts[i].Bytes = bytes[i]
+			}
+			if sel != nil {
+				ts[i].Select = sel[i]
+			}
+		}
+		return ts
+	}
+	for _, tc := range []struct {
+		name  string
+		ts    []tensorTiming
+		cost  LinkCost
+		world int
+		want  []int
+	}{
+		{"no tensors", nil, unit, 2, nil},
+		{"one tensor", timings(nil, []float64{0}, nil), unit, 2, []int{1}},
+		{
+			// Ready at 0, 10, 20, 30. Every 2 s buffer finishes long before the next
+			// tensor is ready: nothing to merge.
+			"all hidden", timings(nil, []float64{0, 10, 10, 10}, nil), unit, 2, []int{1, 1, 1, 1},
+		},
+		{
+			// Ready at 0, 1, 1.5, 2, 12, 22. Tensors 1-3 take 0.5+0.5+1 = 2 s to
+			// produce, which hides under the first buffer's 2 s (equality counts):
+			// they travel together; tensors 4 and 5 take 10 s each, more than the 4 s
+			// and 2 s buffers before them.
+			"merge what hides under the buffer before", timings(nil, []float64{0, 1, 0.5, 0.5, 10, 10}, nil), unit, 2, []int{1, 3, 1, 1},
+		},
+		{
+			// Ready at 0, 5, 6, 7, 8, 9 (end 9). Step 1: tensor 4's 2 s exceed the 1 s
+			// still to come, so 4 and 5 are the tail group. Step 2: tensor 1 (5 s)
+			// alone, then 2 and 3 (2 s) under tensor 1's 2 s, then the tail (2 s)
+			// under their 3 s. Step 3: the third buffer runs 7-10, past the end, and
+			// only the tail follows it.
+			"tail group from step 1", timings(nil, []float64{0, 5, 1, 1, 1, 1}, nil), unit, 2, []int{1, 1, 2, 2},
+		},
+		{
+			// Ready at 0, 1, 4, 7, 10, 13; tensor 1 is 1280 bytes (11 s). Step 2 gives
+			// [0] [1] [2 3 4] [5]: tensors 2-4 (9 s) hide under tensor 1's 11 s,
+			// tensor 5 (3 s) under their 4 s. Step 3: tensor 1's buffer runs 2-13 and
+			// ends with backward, so [2 3 4] and [5] merge into one last buffer.
+			"tail merged once backward has run out",
+			timings([]float64{128, 1280, 128, 128, 128, 128}, []float64{0, 1, 3, 3, 3, 3}, nil), unit, 2, []int{1, 1, 4},
+		},
+		{
+			"start-up too large to hide anything",
+			timings(nil, []float64{0, 1, 3, 3, 3, 3}, nil), LinkCost{Alpha: 1e6, Beta: 1}, 2, []int{6},
+		},
+		{
+			// Ready at 1, 2.5, 4, 14: with 1 s of selection each, tensors 1 and 2 take
+			// 1.5 s each, and only one of them hides under a 2 s buffer.
+			"selection time counts",
+			timings(nil, []float64{0, 0.5, 0.5, 10}, []float64{1, 1, 1, 0}), unit, 2, []int{1, 1, 1, 1},
+		},
+		{
+			// The same without selection: tensors 1 and 2 (1 s) hide under the first
+			// buffer.
+			"selection time counts (none)", timings(nil, []float64{0, 0.5, 0.5, 10}, nil), unit, 2, []int{1, 2, 1},
+		},
+		{
+			// Ready at 0, 1, 1.5, 2, 4.5, 14.5. On 2 workers: [0] [1 2 3] (2 s under
+			// 2 s) [4] (2.5 s under 4 s) [5].
+			"two workers", timings(nil, []float64{0, 1, 0.5, 0.5, 2.5, 10}, nil), unit, 2, []int{1, 3, 1, 1},
+		},
+		{
+			// On 5 workers buffers cost four times as much: a tensor 8 s, so tensors
+			// 1-4 (4.5 s) hide under the first buffer, and tensor 5 (10 s) under their
+			// 20 s.
+			"five workers", timings(nil, []float64{0, 1, 0.5, 0.5, 2.5, 10}, nil), unit, 5, []int{1, 4, 1},
+		},
+		{
+			// Alone, communication is free: nothing waits, every tensor goes at once.
+			"one worker", timings(nil, []float64{0, 1, 0.5, 0.5, 10, 10}, nil), unit, 1, []int{1, 1, 1, 1, 1, 1},
+		},
+		{
+			// No time measured at all: nothing hides anything.
+			"no backward time", timings(nil, []float64{0, 0, 0, 0}, nil), unit, 2, []int{4},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := planBuffers(tc.ts, tc.cost, tc.world); !slices.Equal(got, tc.want) {
+				t.Errorf("planBuffers = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSAFusionAtDensityOneIsDense: sending every element gives the dense average, before
+// and after the buffers are resized.
+func TestSAFusionAtDensityOneIsDense(t *testing.T) {
+	sizes := []int{300, 7, 1, 0, 2000, 64}
+	grads := pipelinetest.Normal(sizes, nil)
+	for _, threshold := range []int{4 * 100, 1 << 20} {
+		for _, cost := range []LinkCost{{}, freeLink} {
+			res, err := pipelinetest.Run(3, sizes, nil, 4, grads, safusionFactory(threshold, pipeline.SparseConfig{Density: 1, Selector: "topk"}, cost, 2, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pipelinetest.CheckMean(res, grads, 1e-6); err != nil {
+				t.Fatalf("threshold %d, cost %+v: %v", threshold, cost, err)
+			}
+			for r := range res {
+				for s, m := range res[r].Metrics {
+					if !m.HasDensity || m.DensityAchieved != 1 || m.TensorsMissing != 0 {
+						t.Errorf("rank %d step %d metrics %+v, want density 1 and nothing missing", r, s, m)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSAFusionMatchesPerTensor: per-tensor selection and tensor-by-tensor averaging make
+// the gradients independent of the buffers, so SAFusion must give per-tensor
+// sparsification's gradients bit for bit, before the re-plan and after it, whatever the
+// new plan.
+func TestSAFusionMatchesPerTensor(t *testing.T) {
+	sizes := []int{500, 3, 5000, 40, 7, 1200}
+	grads := pipelinetest.Normal(sizes, []float32{1, 1e-3, 1, 1e-2, 1})
+	configs := map[string]pipeline.SparseConfig{
+		"plain": {Density: 0.02, Selector: "topk"},
+		"dgc":   {Density: 0.02, Selector: "topk", Momentum: 0.9, WarmupSteps: 3},
+	}
+	const world, steps, warmup, threshold = 3, 6, 2, 4 * 600
+	for cname, cfg := range configs {
+		want, err := pipelinetest.Run(world, sizes, nil, steps, grads, sparseFactory("pertensor", threshold, cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cost := range []LinkCost{{}, slowLink, freeLink} {
+			got, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(threshold, cfg, cost, warmup, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range got {
+				for s := range got[r].Grads {
+					for i := range sizes {
+						if !bitsEqual(got[r].Grads[s][i], want[r].Grads[s][i]) {
+							t.Fatalf("%s, cost %+v: rank %d step %d tensor %d differs from per-tensor", cname, cost, r, s, i)
+						}
+					}
+					g, w := got[r].Metrics[s], want[r].Metrics[s]
+					if g.DensityAchieved != w.DensityAchieved || g.TensorsMissing != w.TensorsMissing {
+						t.Errorf("%s: rank %d step %d: density %g, missing %d; per-tensor %g, %d", cname, r, s, g.DensityAchieved, g.TensorsMissing, w.DensityAchieved, w.TensorsMissing)
+					}
+				}
+			}
+		}
+	}
+}
+
+func bitsEqual(a, b []float32) bool {
+	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
+}
+
+// TestSAFusionRanksAgree: every rank ends each step with bit-identical gradients.
+func TestSAFusionRanksAgree(t *testing.T) {
+	sizes := []int{1000, 10, 3000, 33, 1}
+	grads := pipelinetest.Normal(sizes, nil)
+	res, err := pipelinetest.Run(4, sizes, nil, 5, grads, safusionFactory(4*1500, pipeline.SparseConfig{Density: 0.05, Selector: "topk"}, LinkCost{}, 2, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := 1; r < len(res); r++ {
+		for s := range res[r].Grads {
+			for i := range sizes {
+				if !bitsEqual(res[r].Grads[s][i], res[0].Grads[s][i]) {
+					t.Fatalf("rank %d differs from rank 0 in step %d, tensor %d", r, s, i)
+				}
+			}
+		}
+	}
+}
+
+// shortSelector is exact top-k that returns fewer than k elements in some steps, as a
+// sampled selector may: in steps where step+rank is odd it drops the last drop indices
+// (all of them when k <= drop).
+type shortSelector struct {
+	inner                  pipeline.TopK
+	rank, tensors, calls   int
+	drop                   int
+	extra                  bool // return one index too many instead (a broken selector)
+	extraRank, extraAtCall int
+}
+
+func (s *shortSelector) Select(g []float32, k int, idx []int32) ([]int32, error) {
+	step := s.calls / s.tensors
+	call := s.calls
+	s.calls++
+	idx, err := s.inner.Select(g, k, idx)
+	if err != nil {
+		return idx, err
+	}
+	if s.extra {
+		if s.rank == s.extraRank && call == s.extraAtCall && len(idx) > 0 {
+			idx = append(idx, idx[len(idx)-1])
+		}
+		return idx, nil
+	}
+	if (step+s.rank)%2 == 1 {
+		idx = idx[:max(0, len(idx)-s.drop)]
+	}
+	return idx, nil
+}
+
+// gatherLog records, on every rank, the message lengths received per step and buffer.
+type gatherLog struct {
+	mu      sync.Mutex
+	lengths map[[3]int][]int // rank, step, buffer
+}
+
+func (g *gatherLog) hook(rank int) func(step, buffer int, lengths []int) {
+	return func(step, buffer int, lengths []int) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.lengths == nil {
+			g.lengths = map[[3]int][]int{}
+		}
+		g.lengths[[3]int{rank, step, buffer}] = lengths
+	}
+}
+
+// check reports whether every rank received equal lengths in every buffer of every step.
+func (g *gatherLog) check(t *testing.T, world, steps int) {
+	t.Helper()
+	for r := range world {
+		for s := range steps {
+			buffers := 0
+			for b := 0; ; b++ {
+				lengths, ok := g.lengths[[3]int{r, s, b}]
+				if !ok {
+					break
+				}
+				buffers++
+				if len(lengths) != world {
+					t.Errorf("rank %d step %d buffer %d: %d messages, want %d", r, s, b, len(lengths), world)
+				}
+				for q := range lengths {
+					if lengths[q] != lengths[0] {
+						t.Errorf("rank %d step %d buffer %d: message lengths %v differ across ranks", r, s, b, lengths)
+						break
+					}
+				}
+			}
+			if buffers == 0 {
+				t.Errorf("rank %d step %d: no allgather seen", r, s)
+			}
+		}
+	}
+}
+
+// TestSAFusionAlignsShortSelections: when the selector returns fewer than k_i elements on
+// some ranks, SAFusion pads, so that every rank's allgather chunk of every buffer has the
+// same length in every step; the padding changes neither the averaged gradient nor the
+// error-feedback memory, and counts as sent bytes but not as selected elements.
+func TestSAFusionAlignsShortSelections(t *testing.T) {
+	sizes := []int{300, 2, 1000, 20, 1}
+	grads := pipelinetest.Normal(sizes, nil)
+	const world, steps, density, drop = 3, 6, 0.05, 2
+	order := []int{4, 3, 2, 1, 0} // pipelinetest.Run's: last first
+	var log gatherLog
+	stages := make([]*saFusion, world)
+	watch := func(rank int, s *saFusion) {
+		s.sel = &shortSelector{rank: rank, tensors: len(sizes), drop: drop}
+		s.onGather = log.hook(rank)
+		stages[rank] = s
+	}
+	cfg := pipeline.SparseConfig{Density: density, Selector: "topk"}
+	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(4*400, cfg, LinkCost{}, 2, watch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.check(t, world, steps)
+
+	// The reference: each rank's error-fed top-k, shortened as the selector does, summed
+	// in rank order in float32 as the scatter-average does, so results match bit for bit.
+	residual := make([][][]float32, world)
+	for r := range residual {
+		residual[r] = make([][]float32, len(sizes))
+		for i, n := range sizes {
+			residual[r][i] = make([]float32, n)
+		}
+	}
+	numel := 0
+	for _, n := range sizes {
+		numel += n
+	}
+	var sel pipeline.TopK
+	padded := 0
+	for s := range steps {
+		want := make([][]float32, len(sizes))
+		for i := range want {
+			want[i] = make([]float32, sizes[i])
+		}
+		for r := range world {
+			g := grads(r, s)
+			picked, missing := 0, 0
+			for _, i := range order {
+				acc := residual[r][i]
+				for j := range acc {
+					acc[j] += g[i][j]
+				}
+				k := pipeline.KFor(sizes[i], density)
+				idx, err := sel.Select(acc, k, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (s+r)%2 == 1 {
+					idx = idx[:max(0, len(idx)-drop)]
+				}
+				padded += k - len(idx)
+				picked += len(idx)
+				missing += pipeline.Missing(sizes[i], len(idx))
+				for _, j := range idx {
+					want[i][j] += acc[j]
+					acc[j] = 0
+				}
+			}
+			m := res[r].Metrics[s]
+			if wantDensity := float64(picked) / float64(numel); m.DensityAchieved != wantDensity || m.TensorsMissing != missing {
+				t.Errorf("rank %d step %d: density %g, %d missing; want %g, %d (padding is not selection)", r, s, m.DensityAchieved, m.TensorsMissing, wantDensity, missing)
+			}
+		}
+		for i := range want {
+			for j := range want[i] {
+				want[i][j] /= world
+			}
+		}
+		for r := range world {
+			for i := range sizes {
+				if !bitsEqual(res[r].Grads[s][i], want[i]) {
+					t.Fatalf("rank %d step %d tensor %d: %v, want %v", r, s, i, res[r].Grads[s][i], want[i])
+				}
+			}
+		}
+	}
+	if padded == 0 {
+		t.Fatal("the selector never came short: the test tests nothing")
+	}
+	for r, st := range stages {
+		for i := range sizes {
+			if !bitsEqual(st.Memory().Residual(i), residual[r][i]) {
+				t.Errorf("rank %d tensor %d: residual %v, want %v (padding must not clear memory)", r, i, st.Memory().Residual(i), residual[r][i])
+			}
+		}
+	}
+}
+
+// TestSAFusionSampledAligned: with the sampled selector, which may return fewer than k on
+// tensors of 128K elements or more, chunks stay equal and the gradients stay per-tensor
+// sparsification's.
+func TestSAFusionSampledAligned(t *testing.T) {
+	sizes := []int{200000, 300, 150000, 10}
+	grads := pipelinetest.Normal(sizes, nil)
+	cfg := pipeline.SparseConfig{Density: 0.02, Selector: "sampled", Seed: 7}
+	const world, steps = 2, 4
+	var log gatherLog
+	got, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(1<<20, cfg, LinkCost{}, 2, func(rank int, s *saFusion) { s.onGather = log.hook(rank) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.check(t, world, steps)
+	want, err := pipelinetest.Run(world, sizes, nil, steps, grads, sparseFactory("pertensor", 1<<20, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range got {
+		for s := range got[r].Grads {
+			for i := range sizes {
+				if !bitsEqual(got[r].Grads[s][i], want[r].Grads[s][i]) {
+					t.Fatalf("rank %d step %d tensor %d differs from per-tensor", r, s, i)
+				}
+			}
+		}
+	}
+}
+
+// TestSAFusionRejectsMisalignedChunk: a rank whose message is not the aligned length (here
+// its selector returns one index too many) is reported, by name, on every rank.
+func TestSAFusionRejectsMisalignedChunk(t *testing.T) {
+	sizes := []int{100, 50}
+	grads := pipelinetest.Normal(sizes, nil)
+	watch := func(rank int, s *saFusion) {
+		s.sel = &shortSelector{rank: rank, tensors: len(sizes), extra: true, extraRank: 1, extraAtCall: 3}
+	}
+	_, err := pipelinetest.Run(3, sizes, nil, 3, grads, safusionFactory(1<<20, pipeline.SparseConfig{Density: 0.1, Selector: "topk"}, LinkCost{}, 2, watch))
+	if err == nil || !strings.Contains(err.Error(), "rank 1 sent") {
+		t.Fatalf("error %v, want one naming rank 1's message", err)
+	}
+}
+
+// TestSAFusionReplansAfterWarmup: the buffers of the first warm-up steps come from the byte
+// threshold; at the end of the last warm-up step every rank adopts the plan planBuffers
+// makes from rank 0's timings.
+func TestSAFusionReplansAfterWarmup(t *testing.T) {
+	sizes := []int{500, 3, 5000, 40, 7}
+	grads := pipelinetest.Normal(sizes, nil)
+	const world, steps, warmup, threshold = 3, 6, 3, 4 * 600
+	// By the threshold, in backprop order 4 3 2 1 0: [4 3] [2] [1 0].
+	const initial = 3
+	for _, tc := range []struct {
+		name string
+		cost LinkCost
+		want int // buffers after the warm-up; 0: whatever the planner says
+	}{
+		{"slow link", slowLink, 1},
+		{"free link", freeLink, len(sizes)},
+		{"default link", LinkCost{}, 0},
+	} {
+		var log gatherLog
+		var mu sync.Mutex
+		type replanned struct {
+			timings []tensorTiming
+			counts  []int
+		}
+		plans := make([][]replanned, world)
+		stages := make([]*saFusion, world)
+		watch := func(rank int, s *saFusion) {
+			stages[rank] = s
+			s.onGather = log.hook(rank)
+			s.onReplan = func(ts []tensorTiming, counts []int) {
+				mu.Lock()
+				defer mu.Unlock()
+				plans[rank] = append(plans[rank], replanned{slices.Clone(ts), slices.Clone(counts)})
+			}
+		}
+		cfg := pipeline.SparseConfig{Density: 0.05, Selector: "topk"}
+		if _, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(threshold, cfg, tc.cost, warmup, watch)); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		log.check(t, world, steps)
+		for r := range world {
+			if len(plans[r]) != 1 {
+				t.Fatalf("%s: rank %d replanned %d times, want once", tc.name, r, len(plans[r]))
+			}
+			p := plans[r][0]
+			if !slices.Equal(p.timings, plans[0][0].timings) {
+				t.Errorf("%s: rank %d planned from timings %v, rank 0 from %v", tc.name, r, p.timings, plans[0][0].timings)
+			}
+			if want := planBuffers(p.timings, stages[r].cost, world); !slices.Equal(p.counts, want) {
+				t.Errorf("%s: rank %d planned %v, planBuffers says %v", tc.name, r, p.counts, want)
+			}
+			if p.timings[0].Backward != 0 {
+				t.Errorf("%s: the first tensor's backward time is %g, want 0 (not observed)", tc.name, p.timings[0].Backward)
+			}
+			after := len(p.counts)
+			if tc.want != 0 && after != tc.want {
+				t.Errorf("%s: %d buffers after the warm-up, want %d", tc.name, after, tc.want)
+			}
+			for s := range steps {
+				n := 0
+				for log.lengths[[3]int{r, s, n}] != nil {
+					n++
+				}
+				want := initial
+				if s >= warmup {
+					want = after
+				}
+				if n != want {
+					t.Errorf("%s: rank %d step %d ran %d buffers, want %d", tc.name, r, s, n, want)
+				}
+			}
+		}
+	}
+}
+
+// sleepyPipe delays the push of one tensor on one rank: backward that takes long there.
+type sleepyPipe struct {
+	pipeline.Pipeline
+	rank, before, myRank int
+	d                    time.Duration
+}
+
+func (p sleepyPipe) Push(id int, grad []float32) error {
+	if id == p.before && p.myRank == p.rank {
+		time.Sleep(p.d)
+	}
+	return p.Pipeline.Push(id, grad)
+}
+
+// TestSAFusionTimesBackward: the time the model spends before a gradient is measured as
+// that tensor's backward time, and every rank plans from rank 0's measurements.
+func TestSAFusionTimesBackward(t *testing.T) {
+	sizes := []int{100, 100, 100}
+	grads := pipelinetest.Normal(sizes, nil)
+	const d = 5 * time.Millisecond
+	var mu sync.Mutex
+	got := map[int][]tensorTiming{}
+	inner := safusionFactory(1<<20, pipeline.SparseConfig{Density: 0.1, Selector: "topk"}, LinkCost{}, 2, func(rank int, s *saFusion) {
+		s.onReplan = func(ts []tensorTiming, _ []int) {
+			mu.Lock()
+			defer mu.Unlock()
+			got[rank] = slices.Clone(ts)
+		}
+	})
+	factory := func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		p, err := inner(comm, tensors)
+		if err != nil {
+			return nil, err
+		}
+		// Backprop order 2 1 0: the model takes d before tensor 1's gradient on rank 0.
+		return sleepyPipe{Pipeline: p, rank: 0, before: 1, myRank: comm.Rank(), d: d}, nil
+	}
+	if _, err := pipelinetest.Run(2, sizes, nil, 3, grads, factory); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 2 {
+		ts := got[r]
+		if len(ts) != 3 {
+			t.Fatalf("rank %d: timings %v", r, ts)
+		}
+		// ts is in backprop order: tensors 2, 1, 0.
+		if ts[1].Backward < d.Seconds() {
+			t.Errorf("rank %d: tensor 1's backward time %g s, want at least %g s (rank 0's)", r, ts[1].Backward, d.Seconds())
+		}
+		if ts[0].Backward != 0 {
+			t.Errorf("rank %d: the first tensor's backward time %g s, want 0 (not observed)", r, ts[0].Backward)
+		}
+		for i, x := range ts {
+			if x.Select <= 0 {
+				t.Errorf("rank %d: tensor position %d has selection time %g", r, i, x.Select)
+			}
+		}
+	}
+}
+
+// TestSAFusionResume: a pipeline restored from a checkpoint continues bit for bit, whether
+// the checkpoint was taken before or after the re-plan (the restored pipeline times its
+// own warm-up and replans again).
+func TestSAFusionResume(t *testing.T) {
+	sizes := []int{3000, 16, 700, 5}
+	grads := pipelinetest.Normal(sizes, nil)
+	configs := map[string]pipeline.SparseConfig{
+		"plain": {Density: 0.02, Selector: "topk"},
+		"dgc":   {Density: 0.02, Selector: "topk", Momentum: 0.9, WarmupSteps: 4},
+	}
+	for cname, cfg := range configs {
+		for _, split := range []int{1, 3} {
+			if err := pipelinetest.CheckResume(3, sizes, 6, split, grads, safusionFactory(4*1000, cfg, freeLink, 2, nil)); err != nil {
+				t.Errorf("%s, split %d: %v", cname, split, err)
+			}
+		}
+	}
+}
+
+func TestSAFusionArgumentErrors(t *testing.T) {
+	comm := dist.NewInProc(1)[0]
+	defer comm.Close()
+	tensors := pipelinetest.Tensors([]int{10})
+	good := pipeline.SparseConfig{Density: 0.1, Selector: "topk"}
+	for _, tc := range []struct {
+		name      string
+		comm      dist.Communicator
+		threshold int
+		cfg       pipeline.SparseConfig
+		cost      LinkCost
+		warmup    int
+	}{
+		{"no communicator", nil, 1024, good, LinkCost{}, 0},
+		{"zero threshold", comm, 0, good, LinkCost{}, 0},
+		{"zero density", comm, 1024, pipeline.SparseConfig{Selector: "topk"}, LinkCost{}, 0},
+		{"unknown selector", comm, 1024, pipeline.SparseConfig{Density: 0.1, Selector: "nope"}, LinkCost{}, 0},
+		{"negative alpha", comm, 1024, good, LinkCost{Alpha: -1, Beta: 1e-9}, 0},
+		{"NaN beta", comm, 1024, good, LinkCost{Beta: math.NaN()}, 0},
+		{"infinite alpha", comm, 1024, good, LinkCost{Alpha: math.Inf(1), Beta: 1e-9}, 0},
+		{"alpha without beta", comm, 1024, good, LinkCost{Alpha: 1e-3}, 0},
+		{"one warm-up step", comm, 1024, good, LinkCost{}, 1},
+		{"negative warm-up", comm, 1024, good, LinkCost{}, -3},
+	} {
+		p, err := NewSAFusion(tc.comm, tensors, tc.threshold, tc.cfg, tc.cost, tc.warmup)
+		if err == nil {
+			t.Errorf("%s: accepted", tc.name)
+			p.Close()
+		} else if p != nil {
+			t.Errorf("%s: error %v with a non-nil pipeline", tc.name, err)
+		}
+	}
+	_, s, err := newSAFusion(comm, tensors, 1024, good, LinkCost{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.warmup != DefaultSAFusionWarmup || s.cost != (LinkCost{Alpha: DefaultLinkAlpha, Beta: DefaultLinkBeta}) {
+		t.Errorf("defaults: warm-up %d, cost %+v", s.warmup, s.cost)
+	}
+}
+
+// TestAlignedWireSize keeps the wire-format sizes SAFusion checks against in step with the
+// encoder's.
+func TestAlignedWireSize(t *testing.T) {
+	tensors := pipelinetest.Tensors([]int{1000, 3, 0, 77})
+	buf := newAlignedBuffer(tensors, []int{3, 1, 0, 2})
+	for _, density := range []float64{0.001, 0.05, 0.5, 1} {
+		for i := range buf.parts {
+			k := pipeline.KFor(len(tensors[buf.parts[i].ID].Grad), density)
+			buf.parts[i].Indices = make([]int32, k)
+			buf.parts[i].Values = make([]float32, k)
+		}
+		if got, want := buf.wireSize(density), pipeline.SparseSize(buf.parts); got != want {
+			t.Errorf("density %g: aligned size %d, encoder's %d", density, got, want)
+		}
+	}
+}
