@@ -196,7 +196,7 @@ func writeSpeedTable(b *strings.Builder, results []result) {
 		t := s.Throughput.StepMS
 		fmt.Fprintf(b, "| %s | %.1f | %s | %.1f, %.1f, %.1f, %.1f, %.1f | %s | %s | %s | %s |\n",
 			cellName(r), s.Throughput.SamplesPerS, speedup, t.Total, t.Compute, t.Sparsify, t.Comm, t.Wait,
-			bytesText(s.Traffic.BytesSentPerStep), opt(s.Sparsity.DensityAchieved, "%.4f"),
+			bytesText(s.Traffic.BytesSentPerStep), densityText(s.Sparsity),
 			opt(s.Sparsity.TensorsMissingPerStep, "%.1f"), agree(s.Consistency.ParamChecksumEqual))
 	}
 	b.WriteString("\nSteps overlap computation and communication, so the parts of a step can add up to more than its total.\n\n")
@@ -211,6 +211,15 @@ const plotsSection = `## Plots
 ![time breakdown per step](breakdown.png)
 ![bytes and tensors missing per step](traffic.png)
 `
+
+// densityText is the achieved density, with ExDyna's partition imbalance when there is one.
+func densityText(s trainer.Sparsity) string {
+	text := opt(s.DensityAchieved, "%.4f")
+	if s.PartitionImbalance != nil {
+		text += fmt.Sprintf(" (partition imbalance %.2f)", *s.PartitionImbalance)
+	}
+	return text
+}
 
 func cellName(r result) string {
 	if !r.sum.Complete {

@@ -36,7 +36,7 @@ func TestReport(t *testing.T) {
 	put(cells[1], trainer.Summary{Complete: false, Steps: 120, Workers: 2, Eval: trainer.Eval{Accuracy: f(0.5)},
 		Throughput: trainer.Throughput{SamplesPerS: 86},
 		Traffic:    trainer.Traffic{BytesSentPerStep: f(22366)},
-		Sparsity:   trainer.Sparsity{DensityAchieved: f(0.01), TensorsMissingPerStep: f(20.6)}})
+		Sparsity:   trainer.Sparsity{DensityAchieved: f(0.01), TensorsMissingPerStep: f(20.6), PartitionImbalance: f(1.234)}})
 	// Evaluations: dense reaches the 90% target at 40 s, multi-tensor never does.
 	writeMetrics(t, cells[0].Config.Out, "eval,100,1,40,,,,,,,,,,,,,0.91,0.3,\neval,300,3,120,,,,,,,,,,,,,0.9888,0.04,\n")
 	writeMetrics(t, cells[1].Config.Out, "eval,100,1,20,,,,,,,,,,,,,0.6,1,\neval,120,1.2,25,,,,,,,,,,,,,0.5,1.2,\n")
@@ -55,7 +55,7 @@ func TestReport(t *testing.T) {
 		"| pipeline-dense | 300 | 98.88% | 98.88% | 0.0375 | 40 s |",
 		"| pipeline-multitensor (stopped at step 120) | 120 | 50.00% | 60.00% | - | not reached |",
 		"| pipeline-dense | 43.0 | 1.00x | 1488.0, 587.0, 0.0, 900.0, 900.0 | 1.63 MB | - | - | yes |",
-		"| pipeline-multitensor (stopped at step 120) | 86.0 | 2.00x |", "22.4 KB | 0.0100 | 20.6 |",
+		"| pipeline-multitensor (stopped at step 120) | 86.0 | 2.00x |", "22.4 KB | 0.0100 (partition imbalance 1.23) | 20.6 |",
 		"| pipeline-ssfusion | not run |",
 		"![test accuracy against wall-clock time](accuracy-time.png)",
 	} {
