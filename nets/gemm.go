@@ -7,15 +7,36 @@ import (
 )
 
 // gemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices, like BLAS Sgemm, where op
-// transposes when tA or tB is set; C is m×n and the inner dimension is k.
+// transposes when tA or tB is set; C is m×n and the inner dimension is k. When par is set the
+// work is split across cores; callers that are already parallel pass false.
+//
+// It goes, in order, to the register-blocked assembly kernels of sgemm.go when the CPU has AVX2
+// and FMA (6-12× the speed of the pure-Go paths on the shapes of these networks, see
+// BenchmarkGemm), to an external BLAS when the build has one (sgemmExternal: the openblas build
+// tag), and otherwise to gemmGo. The kernels come first even in the openblas build because
+// single-threaded OpenBLAS ran at a third to a half of their speed on every shape measured here;
+// OpenBLAS serves CPUs without AVX2 and the one shape family the kernels decline: fewer rows than
+// a kernel tile with a transposed B (a matrix-vector product, 2× slower), where packing B costs
+// more than the product itself.
+func gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, par bool) {
+	if kern := fastKernel; kern != nil && !(tB && m < kern.mr) &&
+		sgemm(kern, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, par) {
+		return
+	}
+	if sgemmExternal(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) {
+		return
+	}
+	gemmGo(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, par)
+}
+
+// gemmGo is gemm without the assembly kernels.
 //
 // With Gonum's pure-Go BLAS (Gorgonia's default) the shapes of these networks run 1.3-2× faster
 // as long row operations — one SIMD axpy over a whole row of C per element of A, or one dot
 // product per element of C — than through Gonum's Sgemm, which cuts every matrix into 64×64 blocks
 // and so calls its kernels on short vectors. Small shapes, and any other BLAS installed with
-// gorgonia.Use (OpenBLAS), go to Sgemm. When par is set the rows of C are split across cores;
-// callers that are already parallel pass false.
-func gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, par bool) {
+// gorgonia.Use, go to Sgemm. When par is set the rows of C are split across cores.
+func gemmGo(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, par bool) {
 	bl := G.WhichBLAS()
 	impl, native := bl.(gonum.Implementation)
 	switch {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/chewxy/hm"
+	"gonum.org/v1/gonum/blas/gonum"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -15,9 +16,17 @@ type convGeom struct {
 	cout, k        int
 	stride, pad    int
 	oh, ow         int
-	direct         bool // 1x1, stride 1, no padding: an image is its own column matrix
-	kdim, outPlane int  // cin*k*k, oh*ow
-	group          int  // images per GEMM
+	direct         bool      // 1x1, stride 1, no padding: an image is its own column matrix
+	kdim, outPlane int       // cin*k*k, oh*ow
+	group          int       // images per GEMM
+	taps           []convTap // per kernel tap (i·k+j), when shifted
+}
+
+// convTap is where one kernel tap of a shifted geometry reads: output position q reads input
+// q+off for q in [qlo, qhi), except gap positions every w from gapAt (row ends, which read
+// padding).
+type convTap struct {
+	off, qlo, qhi, gapAt, gap int
 }
 
 // minGEMMWidth is the row length below which the images of a batch are put side by side into one
@@ -39,6 +48,13 @@ func newConvGeom(cin, h, w, cout, k, stride, pad int) (convGeom, error) {
 	g.kdim = cin * k * k
 	g.outPlane = g.oh * g.ow
 	g.group = max(1, (minGEMMWidth+g.outPlane-1)/g.outPlane)
+	if g.shifted() {
+		g.taps = make([]convTap, k*k)
+		for t := range g.taps {
+			off, qlo, qhi, xlo, xhi := g.tapRange(t/k, t%k)
+			g.taps[t] = convTap{off: off, qlo: qlo, qhi: qhi, gapAt: qlo - xlo + xhi, gap: g.w - xhi + xlo}
+		}
+	}
 	return g, nil
 }
 
@@ -88,9 +104,49 @@ func (g *convGeom) span(off, n, outN int) (lo, hi int) {
 	return min(lo, hi), hi
 }
 
+// shifted reports whether every row of the column matrix is its input plane shifted by a constant
+// offset: with stride 1 and output rows as long as input rows ("same" padding), output position q
+// reads input q + (i-pad)·w + (j-pad) for kernel tap (i, j), except at the left and right edges,
+// where that reaches into the neighbouring input row and the column entry must be 0 instead.
+func (g *convGeom) shifted() bool { return g.stride == 1 && g.ow == g.w }
+
+// tapRange returns, for kernel tap (i, j) of a shifted geometry, the offset from an output
+// position to its input position and the range [qlo, qhi) of output positions between the first
+// and the last valid one (empty when no output position sees the input); inside that range the
+// invalid positions are the ends of rows, [oy·w+xhi, (oy+1)·w+xlo).
+func (g *convGeom) tapRange(i, j int) (off, qlo, qhi, xlo, xhi int) {
+	ylo, yhi := g.span(i, g.h, g.oh)
+	xlo, xhi = g.span(j, g.w, g.ow)
+	off = (i-g.pad)*g.w + j - g.pad
+	if ylo >= yhi || xlo >= xhi {
+		return off, 0, 0, xlo, xhi
+	}
+	return off, ylo*g.w + xlo, (yhi-1)*g.w + xhi, xlo, xhi
+}
+
 // im2col writes the column matrix (cin·k·k rows of oh·ow) of one image x (cin, h, w) into col,
 // whose rows are ld apart: images of a group sit side by side.
 func (g *convGeom) im2col(col []float32, ld int, x []float32) {
+	if g.shifted() {
+		// One copy per row of the column matrix, then zeros at the row ends it got wrong.
+		r := 0
+		for c := 0; c < g.cin; c++ {
+			plane := x[c*g.h*g.w : (c+1)*g.h*g.w]
+			for _, tp := range g.taps {
+				dst := col[r*ld : r*ld+g.outPlane]
+				r++
+				if tp.qlo >= tp.qhi {
+					clear(dst)
+					continue
+				}
+				clear(dst[:tp.qlo])
+				copy(dst[tp.qlo:tp.qhi], plane[tp.qlo+tp.off:tp.qhi+tp.off])
+				clear(dst[tp.qhi:])
+				zeroGaps(dst, tp.gapAt, tp.qhi, g.w, tp.gap)
+			}
+		}
+		return
+	}
 	r := 0
 	for c := 0; c < g.cin; c++ {
 		plane := x[c*g.h*g.w : (c+1)*g.h*g.w]
@@ -120,9 +176,50 @@ func (g *convGeom) im2col(col []float32, ld int, x []float32) {
 	}
 }
 
-// col2im adds a column matrix with rows ld apart back into one image gradient dx (cin, h, w),
-// which the caller has zeroed.
+// zeroGaps clears n elements every stride elements of v from q up to end: the row ends of a
+// shifted column row. n is 1 or 2 for the usual kernels, too short for clear's call to pay.
+func zeroGaps(v []float32, q, end, stride, n int) {
+	switch {
+	case n <= 0:
+	case n == 1:
+		for ; q < end; q += stride {
+			v[q] = 0
+		}
+	case n == 2:
+		for ; q < end; q += stride {
+			v[q], v[q+1] = 0, 0
+		}
+	default:
+		for ; q < end; q += stride {
+			clear(v[q : q+n])
+		}
+	}
+}
+
+// col2im sets one image gradient dx (cin, h, w) to the sum of a column matrix's entries (rows ld
+// apart) over the positions they were read from. In a shifted geometry the centre tap covers
+// every input position with offset 0, so it is copied (no clearing needed); the other taps have
+// their row ends zeroed in col (scratch, no longer needed) and are added with one vector
+// operation per row of col.
 func (g *convGeom) col2im(dx []float32, col []float32, ld int) {
+	if g.shifted() {
+		center := g.pad*g.k + g.pad
+		for c := 0; c < g.cin; c++ {
+			plane := dx[c*g.h*g.w : (c+1)*g.h*g.w]
+			r0 := c * g.k * g.k
+			copy(plane, col[(r0+center)*ld:][:g.outPlane])
+			for t, tp := range g.taps {
+				if t == center || tp.qlo >= tp.qhi {
+					continue
+				}
+				src := col[(r0+t)*ld : (r0+t)*ld+g.outPlane]
+				zeroGaps(src, tp.gapAt, tp.qhi, g.w, tp.gap)
+				addTo(plane[tp.qlo+tp.off:tp.qhi+tp.off], src[tp.qlo:tp.qhi])
+			}
+		}
+		return
+	}
+	clear(dx)
 	r := 0
 	for c := 0; c < g.cin; c++ {
 		plane := dx[c*g.h*g.w : (c+1)*g.h*g.w]
@@ -149,6 +246,11 @@ func (g *convGeom) col2im(dx []float32, col []float32, ld int) {
 			}
 		}
 	}
+}
+
+// addTo sets dst += src with Gonum's vectorised axpy: about three times a Go loop.
+func addTo(dst, src []float32) {
+	gonum.Implementation{}.Saxpy(len(src), 1, src, 1, dst, 1)
 }
 
 // columns returns the column matrix of images [n0, n0+cnt) of x, side by side, using scratch
@@ -354,9 +456,7 @@ func (o *convDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 		col := o.cols.at(chunk, g.kdim*ld)
 		gemm(true, false, g.kdim, ld, g.cout, 1, w, g.kdim, dyg, ld, 0, col, ld, par)
 		each(cnt, par, func(j int) {
-			dxn := dx[(n0+j)*imgIn : (n0+j+1)*imgIn]
-			clear(dxn)
-			g.col2im(dxn, col[j*g.outPlane:], ld)
+			g.col2im(dx[(n0+j)*imgIn:(n0+j+1)*imgIn], col[j*g.outPlane:], ld)
 		})
 	})
 	return t, nil

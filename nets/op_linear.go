@@ -200,11 +200,7 @@ func (o *channelSumOp) Do(vs ...G.Value) (v G.Value, err error) {
 			continue
 		}
 		for c := range acc {
-			var sum float32
-			for _, e := range row[c*s : (c+1)*s] {
-				sum += e
-			}
-			acc[c] += float64(sum)
+			acc[c] += float64(sumF32(row[c*s : (c+1)*s]))
 		}
 	}
 	for c, a := range acc {

@@ -2,6 +2,7 @@ package nets
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -32,11 +33,7 @@ func (o *reluOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, y := o.y.get(o.shape, false)
 	x := in[0]
-	parallel(len(x), 1<<15, func(_, lo, hi int) {
-		for i, e := range x[lo:hi] {
-			y[lo+i] = max(e, 0)
-		}
-	})
+	parallel(len(x), 1<<15, func(_, lo, hi int) { reluForward(y[lo:hi], x[lo:hi]) })
 	return t, nil
 }
 
@@ -71,19 +68,38 @@ func (o *reluGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, dx := o.dx.get(o.fwd.shape, false)
 	y, dy := in[0], in[1]
-	parallel(len(y), 1<<15, func(_, lo, hi int) {
-		for i, e := range y[lo:hi] {
-			if e > 0 {
-				dx[lo+i] = dy[lo+i]
-			} else {
-				dx[lo+i] = 0
-			}
-		}
-	})
+	parallel(len(y), 1<<15, func(_, lo, hi int) { reluBackward(dx[lo:hi], y[lo:hi], dy[lo:hi]) })
 	return t, nil
 }
 
 func (o *reluGradOp) DiffWRT(n int) []bool { return make([]bool, n) }
 func (o *reluGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 	return nil, fmt.Errorf("%s: no second derivative", o.name)
+}
+
+// reluForward sets y = max(x, 0) as Go's max does (NaN stays NaN, -0 becomes +0), on the bits of
+// x so that the compiler emits a conditional move: half of the inputs are negative, at random, and
+// a branch on the sign mispredicts on every other element.
+func reluForward(y, x []float32) {
+	y = y[:len(x)]
+	for i, e := range x {
+		u := math.Float32bits(e)
+		if u-0x80000000 <= 0x7f800000 { // sign set and not NaN: -0 down to -Inf
+			u = 0
+		}
+		y[i] = math.Float32frombits(u)
+	}
+}
+
+// reluBackward sets dx = dy where y > 0 and 0 elsewhere (also where y is NaN), branch-free for
+// the same reason as reluForward: y > 0 exactly when its bits lie in [1, +Inf].
+func reluBackward(dx, y, dy []float32) {
+	dx, dy = dx[:len(y)], dy[:len(y)]
+	for i, e := range y {
+		v := math.Float32bits(dy[i])
+		if math.Float32bits(e)-1 >= 0x7f800000 {
+			v = 0
+		}
+		dx[i] = math.Float32frombits(v)
+	}
 }
