@@ -50,7 +50,8 @@ func (o *hookOp) Do(vs ...G.Value) (v G.Value, err error) {
 		return nil, err
 	}
 	t, out := o.out.get(o.shape, false)
-	copy(out, in[0])
+	src := in[0][:len(out)]
+	parallel(len(out), hookChunk, func(_, lo, hi int) { copy(out[lo:hi], src[lo:hi]) })
 	return t, nil
 }
 
@@ -94,10 +95,28 @@ func (o *hookGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 		}
 	}
 	acc := o.fwd.grad
-	for i, x := range g {
-		acc[i] += x
-	}
+	parallel(len(g), hookChunk, func(_, lo, hi int) { accumulate(acc[lo:hi], g[lo:hi]) })
 	return vs[0], nil
+}
+
+// hookChunk is the fewest elements worth a goroutine of the hook ops' copies and sums: below it,
+// the small parameters (biases, LSTM gates of small models) stay on the op's goroutine.
+const hookChunk = 1 << 15
+
+// accumulate does acc[i] += g[i], four elements at a time.
+func accumulate(acc, g []float32) {
+	acc = acc[:len(g)]
+	i := 0
+	for ; i+4 <= len(g); i += 4 {
+		a, x := acc[i:i+4:i+4], g[i:i+4:i+4]
+		a[0] += x[0]
+		a[1] += x[1]
+		a[2] += x[2]
+		a[3] += x[3]
+	}
+	for ; i < len(g); i++ {
+		acc[i] += g[i]
+	}
 }
 
 func (o *hookGradOp) DiffWRT(int) []bool { return []bool{false} }

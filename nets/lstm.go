@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -17,16 +18,13 @@ func (n *net) buildLM(b *builder, p *phase) *G.Node {
 	rows := s.BatchSize * s.SeqLen
 	p.idx = make([]int, rows)
 	p.tgt = &target{labels: make([]int32, rows), weight: make([]float32, rows)}
-	it := tensor.New(tensor.WithBacking(p.idx), tensor.WithShape(rows))
-	idx := G.NewTensor(b.g, tensor.Int, 1, G.WithShape(rows), G.WithName("tokens"), G.WithValue(it))
-
 	enc := b.param("encoder.weight", []int{s.Vocab, s.Embed}, uniform(0.1))
 	if b.err != nil {
 		return nil
 	}
-	// ByIndices along axis 0 (rows of the embedding); along the innermost axis its backward is
-	// broken.
-	x, err := G.ByIndices(enc, idx, 0)
+	// An op of our own rather than G.ByIndices, whose backward allocates a fresh (Vocab, Embed)
+	// gradient every step that is mostly untouched memory.
+	x, err := G.ApplyOp(&embedOp{opBase: opBase{name: "encoder", arity: 1}, idx: p.idx, shape: tensor.Shape{rows, s.Embed}}, enc)
 	if !b.check("encoder", err) {
 		return nil
 	}
@@ -128,4 +126,85 @@ func (r *recurrentNet) ResetEvalState() {
 	for _, l := range r.eval.lstms {
 		l.reset()
 	}
+}
+
+// embedOp gathers rows idx[r] of the embedding table (V, E) into an (R, E) output. The model
+// refills idx before each run.
+type embedOp struct {
+	opBase
+	idx   []int
+	shape tensor.Shape // (R, E)
+	out   buffer
+}
+
+func (o *embedOp) Type() hm.Type { return fnType(2, 2) }
+
+func (o *embedOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return o.shape.Clone(), nil }
+
+func (o *embedOp) Do(vs ...G.Value) (v G.Value, err error) {
+	defer guard(o.name, &err)
+	in, err := inputs(&o.opBase, vs)
+	if err != nil {
+		return nil, err
+	}
+	w, e := in[0], o.shape[1]
+	if len(o.idx) != o.shape[0] || len(w)%e != 0 {
+		return nil, fmt.Errorf("%s: %d indices, table of %d values, rows of %d", o.name, len(o.idx), len(w), e)
+	}
+	vocab := len(w) / e
+	t, out := o.out.get(o.shape, false)
+	for r, i := range o.idx {
+		if i < 0 || i >= vocab {
+			return nil, fmt.Errorf("%s: index %d out of range [0, %d)", o.name, i, vocab)
+		}
+		copy(out[r*e:(r+1)*e], w[i*e:(i+1)*e])
+	}
+	return t, nil
+}
+
+func (o *embedOp) DiffWRT(n int) []bool { return []bool{true}[:n] }
+
+func (o *embedOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	d := &embedGradOp{opBase: opBase{name: "encoder.dw", arity: 1}, fwd: o, shape: in[0].Shape().Clone()}
+	n, err := G.ApplyOp(d, grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{n}, nil
+}
+
+// embedGradOp scatter-adds the output gradient (R, E) into a dense (V, E) gradient of the table,
+// kept across steps (and cleared each time, since the hook may have written anywhere in it).
+type embedGradOp struct {
+	opBase
+	fwd   *embedOp
+	shape tensor.Shape // (V, E)
+	dw    buffer
+}
+
+func (o *embedGradOp) Type() hm.Type { return fnType(2, 2) }
+
+func (o *embedGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return o.shape.Clone(), nil }
+
+func (o *embedGradOp) Do(vs ...G.Value) (v G.Value, err error) {
+	defer guard(o.name, &err)
+	in, err := inputs(&o.opBase, vs)
+	if err != nil {
+		return nil, err
+	}
+	g, e := in[0], o.fwd.shape[1]
+	if len(g) != len(o.fwd.idx)*e {
+		return nil, fmt.Errorf("%s: gradient of %d values for %d rows of %d", o.name, len(g), len(o.fwd.idx), e)
+	}
+	t, dw := o.dw.get(o.shape, false)
+	parallel(len(dw), 1<<16, func(_, lo, hi int) { clear(dw[lo:hi]) })
+	for r, i := range o.fwd.idx {
+		accumulate(dw[i*e:(i+1)*e], g[r*e:(r+1)*e])
+	}
+	return t, nil
+}
+
+func (o *embedGradOp) DiffWRT(n int) []bool { return make([]bool, n) }
+func (o *embedGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, fmt.Errorf("%s: no second derivative", o.name)
 }
