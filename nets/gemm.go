@@ -73,17 +73,8 @@ const cacheFloats = 64 << 10
 // axpyRows computes rows [lo, hi) of C = alpha·op(A)·B + beta·C as C_i += alpha·A(i,l)·B_l.
 // B's rows are visited in blocks small enough to stay in cache across the rows of C.
 func axpyRows(impl gonum.Implementation, tA bool, lo, hi, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	for i := lo; i < hi; i++ {
-		ci := c[i*ldc : i*ldc+n]
-		switch beta {
-		case 0:
-			clear(ci)
-		case 1:
-		default:
-			for j := range ci {
-				ci[j] *= beta
-			}
-		}
+	if hi > lo {
+		scaleC(hi-lo, n, beta, c[lo*ldc:], ldc)
 	}
 	kb := max(1, cacheFloats/n)
 	for l0 := 0; l0 < k; l0 += kb {
