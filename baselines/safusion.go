@@ -195,7 +195,7 @@ func (p *saFusion) Process(id int, s pipeline.Slot, grad []float32) error {
 		return err
 	}
 	k := pipeline.KFor(len(grad), p.cfg.DensityAt(step))
-	part := &p.bufs[s.Bucket].parts[s.Index]
+	part := &p.bufs[s.Bucket].Parts[s.Index]
 	d, err := pipeline.Sparsify(p.sel, p.mem, id, acc, k, part)
 	if err != nil {
 		return err
@@ -230,7 +230,7 @@ func pad(part *pipeline.SparseTensor, k int) {
 	}
 }
 
-func (p *saFusion) Issue(b int) pipeline.Completion { return p.bufs[b].allGather(p.comm) }
+func (p *saFusion) Issue(b int) pipeline.Completion { return p.bufs[b].AllGather(p.comm) }
 
 // Finish checks that every rank's message has the aligned length, scatter-averages the
 // buffers and, at the end of the warm-up, replans.
@@ -239,8 +239,8 @@ func (p *saFusion) Finish() error {
 	density := p.cfg.DensityAt(step)
 	for b, buf := range p.bufs {
 		if p.onGather != nil {
-			lengths := make([]int, len(buf.out))
-			for r, msg := range buf.out {
+			lengths := make([]int, len(buf.Received()))
+			for r, msg := range buf.Received() {
 				lengths[r] = len(msg)
 			}
 			p.onGather(step, b, lengths)
@@ -298,7 +298,7 @@ func (p *saFusion) replan() error {
 		// The buffers are planned for the target density, which holds after any DGC
 		// density warm-up.
 		k := pipeline.KFor(len(p.tensors[id].Grad), p.cfg.Density)
-		timings[i] = tensorTiming{Bytes: float64(tensorHeaderBytes + pairBytes*k), Backward: b, Select: s}
+		timings[i] = tensorTiming{Bytes: float64(pipeline.SparseHeaderBytes + pipeline.SparsePairBytes*k), Backward: b, Select: s}
 	}
 	counts := planBuffers(timings, p.cost, p.comm.Size())
 	if p.onReplan != nil {
@@ -313,33 +313,17 @@ func (p *saFusion) replan() error {
 
 func (p *saFusion) Close() error { return nil }
 
-// The sparse wire format's sizes (pipeline.AppendSparse): a message is a 4-byte tensor
-// count, then an 8-byte header (id, pair count) per tensor, then 8 bytes (index, value) per
-// pair. TestAlignedWireSize keeps these in step with pipeline.SparseSize.
-const (
-	countBytes        = 4
-	tensorHeaderBytes = 8
-	pairBytes         = 8
-)
-
-// alignedBuffer is the sparse part of one SAFusion fusion buffer: every rank's pairs of
-// the buffer's tensors, k_i of each, encoded into one message of the same length on every
-// rank and exchanged by one allgather, then scatter-averaged into the tensors' Grad.
+// alignedBuffer is the sparse part of one SAFusion fusion buffer: a pipeline.SparseBuffer
+// whose messages must all have the length that k_i pairs per tensor give.
 type alignedBuffer struct {
-	parts   []pipeline.SparseTensor // this rank's pairs, in buffer order
-	numel   map[int]int             // tensor id -> element count, the buffer's tensors only
-	dst     [][]float32             // by tensor id: Grad of the buffer's tensors, nil elsewhere
-	send    []byte
-	out     [][]byte
-	decoded [][]pipeline.SparseTensor // by rank
+	*pipeline.SparseBuffer
+	numel []int // element count of each tensor, in buffer order
 }
 
 func newAlignedBuffer(tensors []pipeline.Tensor, ids []int) *alignedBuffer {
-	a := &alignedBuffer{parts: make([]pipeline.SparseTensor, len(ids)), numel: make(map[int]int, len(ids)), dst: make([][]float32, len(tensors))}
+	a := &alignedBuffer{SparseBuffer: pipeline.NewSparseBuffer(tensors, ids), numel: make([]int, len(ids))}
 	for i, id := range ids {
-		a.parts[i].ID = id
-		a.numel[id] = len(tensors[id].Grad)
-		a.dst[id] = tensors[id].Grad
+		a.numel[i] = len(tensors[id].Grad)
 	}
 	return a
 }
@@ -347,54 +331,24 @@ func newAlignedBuffer(tensors []pipeline.Tensor, ids []int) *alignedBuffer {
 // wireSize is the length every rank's message has at density: each tensor sends exactly
 // KFor(n_i, density) pairs.
 func (a *alignedBuffer) wireSize(density float64) int {
-	n := countBytes
-	for _, part := range a.parts {
-		n += tensorHeaderBytes + pairBytes*pipeline.KFor(a.numel[part.ID], density)
+	n := pipeline.SparseCountBytes
+	for _, numel := range a.numel {
+		n += pipeline.SparseHeaderBytes + pipeline.SparsePairBytes*pipeline.KFor(numel, density)
 	}
 	return n
 }
 
-// allGather encodes the parts and starts exchanging them with every rank.
-func (a *alignedBuffer) allGather(comm dist.Communicator) pipeline.Completion {
-	var err error
-	if a.send, err = pipeline.AppendSparse(a.send[:0], a.parts); err != nil {
-		return func() error { return err }
-	}
-	h := comm.AllGatherVAsync(a.send)
-	return func() error {
-		out, err := h.Wait()
-		a.out = out
-		return err
-	}
-}
-
-// average checks that every rank's message has the aligned length at density, decodes
-// them and sets the buffer's tensors to the average of all ranks' pairs (in rank order,
-// so every rank computes the same floats). A message of another length, or one that does
-// not decode, is an error naming its rank; then no gradient is changed.
+// average checks that every rank's message has the aligned length at density, then sets
+// the buffer's tensors to the average of all ranks' pairs (SparseBuffer.Average). A message
+// of another length is an error naming its rank; then no gradient is changed.
 func (a *alignedBuffer) average(density float64) error {
 	want := a.wireSize(density)
-	for r, msg := range a.out {
+	for r, msg := range a.Received() {
 		if len(msg) != want {
 			return fmt.Errorf("rank %d sent %d bytes of sparse gradients, aligned buffers are %d bytes on every rank", r, len(msg), want)
 		}
 	}
-	if len(a.decoded) < len(a.out) {
-		a.decoded = append(a.decoded, make([][]pipeline.SparseTensor, len(a.out)-len(a.decoded))...)
-	}
-	numel := func(id int) int {
-		if n, ok := a.numel[id]; ok {
-			return n
-		}
-		return -1
-	}
-	for r, msg := range a.out {
-		var err error
-		if a.decoded[r], err = pipeline.DecodeSparse(msg, numel, a.decoded[r]); err != nil {
-			return fmt.Errorf("sparse gradients from rank %d: %w", r, err)
-		}
-	}
-	return pipeline.ScatterAverage(a.dst, a.decoded[:len(a.out)], len(a.out))
+	return a.Average()
 }
 
 // tensorTiming is what the buffer planner knows of one tensor, in backprop order.

@@ -641,12 +641,12 @@ func TestAlignedWireSize(t *testing.T) {
 	tensors := pipelinetest.Tensors([]int{1000, 3, 0, 77})
 	buf := newAlignedBuffer(tensors, []int{3, 1, 0, 2})
 	for _, density := range []float64{0.001, 0.05, 0.5, 1} {
-		for i := range buf.parts {
-			k := pipeline.KFor(len(tensors[buf.parts[i].ID].Grad), density)
-			buf.parts[i].Indices = make([]int32, k)
-			buf.parts[i].Values = make([]float32, k)
+		for i := range buf.Parts {
+			k := pipeline.KFor(len(tensors[buf.Parts[i].ID].Grad), density)
+			buf.Parts[i].Indices = make([]int32, k)
+			buf.Parts[i].Values = make([]float32, k)
 		}
-		if got, want := buf.wireSize(density), pipeline.SparseSize(buf.parts); got != want {
+		if got, want := buf.wireSize(density), pipeline.SparseSize(buf.Parts); got != want {
 			t.Errorf("density %g: aligned size %d, encoder's %d", density, got, want)
 		}
 	}

@@ -85,6 +85,10 @@ func (s *SparseBuffer) AllGather(comm dist.Communicator) Completion {
 	}
 }
 
+// Received returns the messages the last allgather brought, by rank, for a pipeline that
+// checks them beyond what Average does.
+func (s *SparseBuffer) Received() [][]byte { return s.out }
+
 // Average sets every tensor of the buffer to the average of all ranks' sparse gradients;
 // elements no rank sent become zero. It checks every rank's message first: an unknown or
 // foreign tensor, an index out of range or a non-finite value is an error naming the rank.

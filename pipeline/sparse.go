@@ -24,10 +24,13 @@ type SparseTensor struct {
 //
 // The header comes first so a receiver can check every length before reading any pair, and
 // indices and values are kept in separate runs so each is one contiguous copy.
+//
+// The sizes are exported for pipelines that must know a message's length before it is
+// encoded (SAFusion checks every rank's against it).
 const (
-	sparseCountBytes  = 4
-	sparseHeaderBytes = 8 // per tensor: id, pair count
-	sparsePairBytes   = 8 // index, value
+	SparseCountBytes  = 4
+	SparseHeaderBytes = 8 // per tensor: id, pair count
+	SparsePairBytes   = 8 // index, value
 )
 
 // ErrSparseTruncated reports a sparse buffer shorter than its own header says.
@@ -35,9 +38,9 @@ var ErrSparseTruncated = errors.New("pipeline: sparse buffer truncated")
 
 // SparseSize is the encoded size of ts in bytes.
 func SparseSize(ts []SparseTensor) int {
-	n := sparseCountBytes + sparseHeaderBytes*len(ts)
+	n := SparseCountBytes + SparseHeaderBytes*len(ts)
 	for _, t := range ts {
-		n += sparsePairBytes * len(t.Indices)
+		n += SparsePairBytes * len(t.Indices)
 	}
 	return n
 }
@@ -85,33 +88,33 @@ func AppendSparse(dst []byte, ts []SparseTensor) ([]byte, error) {
 // values (which would poison every rank's model) and trailing bytes.
 func DecodeSparse(buf []byte, numel func(id int) int, dst []SparseTensor) ([]SparseTensor, error) {
 	out := dst[:0]
-	if len(buf) < sparseCountBytes {
-		return out, fmt.Errorf("%w: %d bytes, need %d for the tensor count", ErrSparseTruncated, len(buf), sparseCountBytes)
+	if len(buf) < SparseCountBytes {
+		return out, fmt.Errorf("%w: %d bytes, need %d for the tensor count", ErrSparseTruncated, len(buf), SparseCountBytes)
 	}
 	count := uint64(binary.LittleEndian.Uint32(buf))
-	body := buf[sparseCountBytes:]
-	if count > uint64(len(body))/sparseHeaderBytes {
-		return out, fmt.Errorf("%w: header of %d tensors needs %d bytes, have %d", ErrSparseTruncated, count, count*sparseHeaderBytes, len(body))
+	body := buf[SparseCountBytes:]
+	if count > uint64(len(body))/SparseHeaderBytes {
+		return out, fmt.Errorf("%w: header of %d tensors needs %d bytes, have %d", ErrSparseTruncated, count, count*SparseHeaderBytes, len(body))
 	}
-	header := body[:count*sparseHeaderBytes]
-	data := body[count*sparseHeaderBytes:]
+	header := body[:count*SparseHeaderBytes]
+	data := body[count*SparseHeaderBytes:]
 	// Check the header as a whole first, so the payload length is known to match before
 	// any pair is read.
 	var pairs uint64
-	for h := header; len(h) > 0; h = h[sparseHeaderBytes:] {
+	for h := header; len(h) > 0; h = h[SparseHeaderBytes:] {
 		id := int64(binary.LittleEndian.Uint32(h))
 		pairs += uint64(binary.LittleEndian.Uint32(h[4:]))
 		if n := numel(int(id)); n < 0 {
 			return out, fmt.Errorf("pipeline: sparse buffer names unknown tensor %d", id)
 		}
 	}
-	if want := pairs * sparsePairBytes; want != uint64(len(data)) {
+	if want := pairs * SparsePairBytes; want != uint64(len(data)) {
 		if want > uint64(len(data)) {
 			return out, fmt.Errorf("%w: %d pairs need %d bytes, have %d", ErrSparseTruncated, pairs, want, len(data))
 		}
 		return out, fmt.Errorf("pipeline: sparse buffer has %d trailing bytes", uint64(len(data))-want)
 	}
-	for h := header; len(h) > 0; h = h[sparseHeaderBytes:] {
+	for h := header; len(h) > 0; h = h[SparseHeaderBytes:] {
 		id := int(binary.LittleEndian.Uint32(h))
 		c := int(binary.LittleEndian.Uint32(h[4:]))
 		n := numel(id)
