@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"fmt"
 	"math"
 )
 
@@ -58,11 +57,10 @@ import (
 // more elements. It keeps scratch and is not safe for concurrent use; the zero value is
 // ready to use.
 type GaussianK struct {
-	exact TopK // refinement of the candidates, and the fallback
+	refiner // refinement of the candidates, and (its TopK) the fallback
 
 	candIdx []int32   // indices of the elements at or above the threshold, ascending
 	candVal []float32 // their values
-	pos     []int32   // positions in candVal kept by the refinement
 }
 
 // Select returns the indices of at most k elements of g, the largest in magnitude, as
@@ -96,20 +94,9 @@ func (s *GaussianK) Select(g []float32, k int, idx []int32) ([]int32, error) {
 	if !ok {
 		return s.exact.Select(g, k, idx)
 	}
-	if len(cand) <= k {
-		return append(idx[:0], cand...), nil
-	}
-	// The candidates hold every element at or above the threshold, so their top k, ties to
-	// the lowest positions, are exactly g's top k.
-	var err error
-	if s.pos, err = s.exact.Select(vals, k, s.pos); err != nil {
-		return idx[:0], fmt.Errorf("pipeline: gaussian-k refinement: %w", err) // cannot happen: g was checked
-	}
-	out := grow(idx, k)
-	for j, p := range s.pos {
-		out[j] = cand[p]
-	}
-	return out, nil
+	// The candidates hold every element at or above the threshold, so their top k are
+	// exactly g's.
+	return s.top(cand, vals, k, idx)
 }
 
 // absNormalThreshold returns the t >= 0 for which P(|X| >= t) = q when X ~ N(mu, sigma²),

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 )
@@ -57,13 +58,12 @@ const (
 // NaN and ±Inf are detected in the pass, as TopK does. It is allocation-free once its
 // buffers have grown to the largest call, and not safe for concurrent use.
 type SampledThreshold struct {
-	rng   *rand.Rand
-	exact TopK // refinement, and the whole selection when sampling does not pay
+	rng     *rand.Rand
+	refiner // refinement, and (its TopK) the whole selection when sampling does not pay
 
 	sample  []float32 // the sampled elements
 	candIdx []int32   // indices of the elements at or above the estimate, ascending
 	candVal []float32 // their values
-	pos     []int32   // positions in candVal kept by the refinement
 }
 
 // NewSampledThreshold returns a SampledThreshold whose sample positions come from a PCG
@@ -100,16 +100,32 @@ func (s *SampledThreshold) Select(g []float32, k int, idx []int32) ([]int32, err
 		// less than refining that many candidates.
 		return s.exact.Select(g, k, idx)
 	}
+	// The candidates hold every element at or above the estimate, so their top k are
+	// exactly g's.
+	return s.top(cand, vals, k, idx)
+}
+
+// refiner is the last step the threshold selectors share: from the candidates a threshold
+// let through, keep the k largest.
+type refiner struct {
+	exact TopK    // the refinement, and the selector's exact fallback
+	pos   []int32 // positions among the candidates kept by the refinement
+}
+
+// top returns in idx[:0], ascending, the k candidates of largest magnitude (ties to the
+// lowest positions), or all of them when there are no more than k. When the candidates
+// hold every element of g at or above g's k-th largest magnitude, that is exactly g's top k.
+// vals must be finite: the selectors checked them while collecting.
+func (r *refiner) top(cand []int32, vals []float32, k int, idx []int32) ([]int32, error) {
 	if len(cand) <= k {
 		return append(idx[:0], cand...), nil
 	}
-	// The candidates hold every element at or above the estimate, so their top k, ties
-	// to the lowest positions, are exactly g's top k.
-	if s.pos, err = s.exact.Select(vals, k, s.pos); err != nil {
-		return idx[:0], err // cannot happen: collect checked them
+	var err error
+	if r.pos, err = r.exact.Select(vals, k, r.pos); err != nil {
+		return idx[:0], fmt.Errorf("pipeline: refining %d candidates: %w", len(cand), err)
 	}
 	out := grow(idx, k)
-	for j, p := range s.pos {
+	for j, p := range r.pos {
 		out[j] = cand[p]
 	}
 	return out, nil
