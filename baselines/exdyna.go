@@ -56,7 +56,39 @@ func newExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes
 	if err != nil {
 		return nil, nil, fmt.Errorf("exdyna: %w", err)
 	}
+	if m, ok := comm.(dist.Mirroring); ok {
+		m.SetMirror(x.mirror)
+	}
 	return f, x, nil
+}
+
+// mirror makes, from this rank's allgather message, the one rank would send if its
+// gradient were like this rank's: the same step, rank's partition, a count in proportion to
+// that partition's span and indices spread evenly over it. A simulated lone rank standing
+// for many (dist.NewSimRank) needs it: its own message, repeated, would name the wrong
+// partitions, and the union, and so the allreduce that follows, would be one rank's share
+// instead of everyone's.
+func (x *exDyna) mirror(send []byte, rank int) []byte {
+	if len(send) < exHeaderBytes {
+		return send // formUnion reports it
+	}
+	step := binary.LittleEndian.Uint64(send)
+	own := int(binary.LittleEndian.Uint32(send[8:]))
+	count := int(binary.LittleEndian.Uint32(send[12:]))
+	part := int((step + uint64(rank)) % uint64(len(x.counts)))
+	ownLo, ownHi := x.topo.span(own)
+	lo, hi := x.topo.span(part)
+	n := count
+	if ownHi > ownLo {
+		n = min(hi-lo, int(math.Round(float64(count)*float64(hi-lo)/float64(ownHi-ownLo))))
+	}
+	out := binary.LittleEndian.AppendUint64(make([]byte, 0, exHeaderBytes+4*n), step)
+	out = binary.LittleEndian.AppendUint32(out, uint32(part))
+	out = binary.LittleEndian.AppendUint32(out, uint32(n))
+	for j := range n {
+		out = binary.LittleEndian.AppendUint32(out, uint32(lo+j*(hi-lo)/n))
+	}
+	return out
 }
 
 // The constants of the algorithm, as PAPERS.md gives them.
@@ -349,7 +381,8 @@ const exHeaderBytes = 16
 
 // sparse selects this worker's share and starts the allgather of it.
 func (x *exDyna) sparse(step, k int) func() error {
-	start := time.Now()
+	tm := x.f.Timing("threshold")
+	start := tm.Start()
 	if x.tau == 0 {
 		x.tau = 1 / (2 * math.Sqrt(float64(k)))
 	}
@@ -369,7 +402,7 @@ func (x *exDyna) sparse(step, k int) func() error {
 		}
 	}
 	binary.LittleEndian.PutUint32(x.send[12:], uint32((len(x.send)-exHeaderBytes)/4))
-	x.selTime = time.Since(start)
+	x.selTime = tm.Took(start, hi-lo)
 	h := x.comm.AllGatherVAsync(x.send)
 	return func() error { return x.exchange(h, step, k) }
 }
@@ -382,7 +415,8 @@ func (x *exDyna) exchange(h dist.GatherHandle, step, k int) error {
 	if err != nil {
 		return fmt.Errorf("exdyna: allgather of the selected indices: %w", err)
 	}
-	start := time.Now()
+	clock := x.f.Clock()
+	start := clock.Now()
 	if err := x.formUnion(msgs, step); err != nil {
 		return err
 	}
@@ -395,7 +429,7 @@ func (x *exDyna) exchange(h dist.GatherHandle, step, k int) error {
 		x.vals = append(x.vals, v)
 	}
 	missing := x.splitByTensor()
-	selected := time.Since(start) + x.selTime
+	selected := clock.Since(start) + x.selTime
 	if len(x.vals) > 0 { // every rank holds the same union, so all skip together
 		if err := x.comm.AllReduce(x.vals, dist.Sum); err != nil {
 			return fmt.Errorf("exdyna: allreduce of %d selected values: %w", len(x.vals), err)

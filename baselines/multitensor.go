@@ -2,7 +2,6 @@ package baselines
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
@@ -65,7 +64,8 @@ func (p *multiTensor) Process(id int, s pipeline.Slot, grad []float32) error {
 
 // selectBucket picks the buffer-wide top k and splits the picks by tensor.
 func (p *multiTensor) selectBucket(b int) error {
-	start := time.Now()
+	tm := p.f.Timing(p.cfg.Selector)
+	start := tm.Start()
 	bucket, fused := p.buckets[b], p.fused[b]
 	var err error
 	if p.idx, err = p.sel.Select(fused, pipeline.KFor(len(fused), p.cfg.DensityAt(p.f.Step())), p.idx); err != nil {
@@ -92,6 +92,6 @@ func (p *multiTensor) selectBucket(b int) error {
 		}
 		missing += pipeline.Missing(n, j)
 	}
-	p.f.Meter().Selected(time.Since(start), len(p.idx), missing)
+	p.f.Meter().Selected(tm.Took(start, len(fused)), len(p.idx), missing)
 	return nil
 }

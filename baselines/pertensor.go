@@ -38,7 +38,7 @@ func (p *perTensor) Process(id int, s pipeline.Slot, grad []float32) error {
 		return err
 	}
 	part := &p.bufs[s.Bucket].Parts[s.Index]
-	d, err := pipeline.Sparsify(p.sel, p.mem, id, acc, pipeline.KFor(len(grad), p.cfg.DensityAt(p.f.Step())), part)
+	d, err := pipeline.Sparsify(p.f.Timing(p.cfg.Selector), p.sel, p.mem, id, acc, pipeline.KFor(len(grad), p.cfg.DensityAt(p.f.Step())), part)
 	if err != nil {
 		return err
 	}

@@ -180,7 +180,8 @@ func (p *saFusion) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, b
 // is not seen, and the planner does not need it), and its selection time as everything
 // this call does before the tensor's pairs are ready (accumulation, selection, padding).
 func (p *saFusion) Process(id int, s pipeline.Slot, grad []float32) error {
-	start := time.Now()
+	clock := p.f.Clock()
+	start := clock.Now()
 	step := p.f.Step()
 	timing := p.warmed < p.warmup && !p.f.Replayed()
 	if timing {
@@ -196,7 +197,7 @@ func (p *saFusion) Process(id int, s pipeline.Slot, grad []float32) error {
 	}
 	k := pipeline.KFor(len(grad), p.cfg.DensityAt(step))
 	part := &p.bufs[s.Bucket].Parts[s.Index]
-	d, err := pipeline.Sparsify(p.sel, p.mem, id, acc, k, part)
+	d, err := pipeline.Sparsify(p.f.Timing(p.cfg.Selector), p.sel, p.mem, id, acc, k, part)
 	if err != nil {
 		return err
 	}
@@ -204,11 +205,11 @@ func (p *saFusion) Process(id int, s pipeline.Slot, grad []float32) error {
 	pad(part, k)
 	p.f.Meter().Selected(d, picked, pipeline.Missing(len(grad), picked))
 	if timing {
-		p.stepSelection[id] = time.Since(start)
+		p.stepSelection[id] = clock.Since(start)
 	}
 	p.f.Done(s.Bucket)
 	if timing {
-		p.lastEnd, p.lastStep = time.Now(), step
+		p.lastEnd, p.lastStep = clock.Now(), step
 	}
 	return nil
 }

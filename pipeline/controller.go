@@ -3,6 +3,9 @@ package pipeline
 import (
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
 )
 
 // Controller issues the collectives of a step in a fixed order, each as soon as it is ready
@@ -15,6 +18,7 @@ import (
 type Controller struct {
 	issue  func(i int) Completion
 	serial bool
+	clock  dist.Clock
 
 	ready chan int
 	abort chan struct{}
@@ -24,6 +28,9 @@ type Controller struct {
 	isReady []bool
 	waits   []Completion
 	issued  int
+	begun   time.Time   // when the step began, on the clock
+	ended   time.Time   // when the controller's goroutine finished, on the clock
+	readyAt []time.Time // by collective: the latest stamp of its parts, see Stamp
 	mu      sync.Mutex
 	err     error // first failure of the step
 }
@@ -33,15 +40,29 @@ type Controller struct {
 type Completion func() error
 
 // NewController returns a controller of n collectives per step; issue(i) starts collective
-// i of the step.
-func NewController(n int, serial bool, issue func(i int) Completion) *Controller {
-	return &Controller{issue: issue, serial: serial, isReady: make([]bool, n), waits: make([]Completion, n)}
+// i of the step. Collectives are issued on clock's time: each no earlier than the stamps
+// of its parts (see Stamp) and the start of the step.
+func NewController(clock dist.Clock, n int, serial bool, issue func(i int) Completion) *Controller {
+	return &Controller{issue: issue, serial: serial, clock: clock, isReady: make([]bool, n),
+		waits: make([]Completion, n), readyAt: make([]time.Time, n)}
+}
+
+// Stamp records that a part of collective i was prepared at t, a time of the controller's
+// clock. Safe for concurrent use; call it before the Ready it leads to.
+func (c *Controller) Stamp(i int, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.readyAt[i]) {
+		c.readyAt[i] = t
+	}
 }
 
 // Begin starts a step. Call it before the step's first Ready.
 func (c *Controller) Begin() {
 	clear(c.isReady)
 	clear(c.waits)
+	clear(c.readyAt)
+	c.begun = c.clock.Now()
 	c.issued, c.err = 0, nil
 	c.ready = make(chan int, len(c.isReady))
 	c.abort = make(chan struct{})
@@ -52,6 +73,10 @@ func (c *Controller) Begin() {
 
 func (c *Controller) run(ready <-chan int, abort <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	// A serial controller waits for collectives on its own goroutine; whoever waits for the
+	// controller must join the time that took.
+	defer func() { c.ended = c.clock.Now() }()
+	c.clock.Join(c.begun)
 	for i := range c.isReady {
 		for !c.isReady[i] {
 			select {
@@ -66,6 +91,10 @@ func (c *Controller) run(ready <-chan int, abort <-chan struct{}, done chan<- st
 			return
 		default:
 		}
+		c.mu.Lock()
+		at := c.readyAt[i]
+		c.mu.Unlock()
+		c.clock.Join(at)
 		c.waits[i] = c.issue(i)
 		c.issued = i + 1
 		if c.serial {
@@ -97,6 +126,7 @@ func (c *Controller) Fail(err error) {
 // issued are always waited for, so their buffers are free again when Wait returns.
 func (c *Controller) Wait() error {
 	<-c.done
+	c.clock.Join(c.ended)
 	var first error
 	for i, w := range c.waits[:c.issued] {
 		if err := w(); err != nil && first == nil {

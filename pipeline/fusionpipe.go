@@ -3,7 +3,6 @@ package pipeline
 import (
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
 )
@@ -38,6 +37,7 @@ type Stage interface {
 type Fusion struct {
 	stage       Stage
 	sparsifying bool
+	clock       dist.Clock
 	step        *Stepper
 	meter       *Meter
 	ctl         *Controller
@@ -60,8 +60,14 @@ func NewFusion(comm dist.Communicator, tensors []Tensor, thresholdBytes int, sta
 	if err != nil {
 		return nil, err
 	}
-	return &Fusion{stage: stage, sparsifying: sparsifying, step: step, meter: NewMeter(comm, tensors)}, nil
+	return &Fusion{stage: stage, sparsifying: sparsifying, clock: dist.ClockOf(comm), step: step, meter: NewMeter(comm, tensors)}, nil
 }
+
+// Clock is the time the pipeline runs on: its communicator's (see dist.ClockOf).
+func (f *Fusion) Clock() dist.Clock { return f.clock }
+
+// Timing is how the stage times selections made with the named selector.
+func (f *Fusion) Timing(kind string) Timing { return Timing{Clock: f.clock, Kind: kind} }
 
 // Meter returns the step's meter, for the stage to record selections and dense elements.
 func (f *Fusion) Meter() *Meter { return f.meter }
@@ -76,6 +82,7 @@ func (f *Fusion) Arrive(b int) (last bool) {
 // Done reports one part of collective i as prepared; the collective is issued once all its
 // parts are. Safe for concurrent use.
 func (f *Fusion) Done(i int) {
+	f.ctl.Stamp(i, f.clock.Now())
 	if f.pending[i].Add(-1) == 0 {
 		f.ctl.Ready(i)
 	}
@@ -154,7 +161,7 @@ func (f *Fusion) begin() {
 
 // Wait implements Pipeline.
 func (f *Fusion) Wait() error {
-	start := time.Now()
+	start := f.clock.Now()
 	if f.broken != nil {
 		return f.broken
 	}
@@ -190,7 +197,7 @@ func (f *Fusion) Wait() error {
 			return err
 		}
 	}
-	f.metrics = f.meter.Finish(time.Since(start), f.sparsifying)
+	f.metrics = f.meter.Finish(f.clock.Since(start), f.sparsifying)
 	return nil
 }
 
@@ -214,7 +221,7 @@ func (f *Fusion) plan() error {
 	f.parts = parts
 	f.arrived = make([]int, len(f.step.Buckets()))
 	f.pending = make([]atomic.Int32, len(parts))
-	f.ctl = NewController(len(parts), serial, f.stage.Issue)
+	f.ctl = NewController(f.clock, len(parts), serial, f.stage.Issue)
 	if err := f.applyRestored(); err != nil {
 		f.broken = err
 		return err

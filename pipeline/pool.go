@@ -1,26 +1,40 @@
 package pipeline
 
-import "sync"
+import (
+	"sync"
+	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+)
 
 // Pool runs jobs on a fixed set of goroutines. Sparsifying pipelines use it to take
 // selection off the goroutine that runs backward, so that selection overlaps the rest of
 // the backward pass and the communication of earlier buffers.
 type Pool struct {
-	jobs chan int
-	wg   sync.WaitGroup
+	clock dist.Clock
+	jobs  chan poolJob
+	wg    sync.WaitGroup
+}
+
+// poolJob is a job and when it was submitted: a worker's clock joins that time before the
+// job runs, so that on a virtual clock the job starts after its cause.
+type poolJob struct {
+	job int
+	at  time.Time
 }
 
 // NewPool starts workers goroutines that call work(worker, job) for each submitted job;
 // worker in [0, workers) lets work keep per-goroutine scratch such as a Selector. capacity
-// is how many jobs may wait without blocking Submit.
-func NewPool(workers, capacity int, work func(worker, job int)) *Pool {
-	p := &Pool{jobs: make(chan int, capacity)}
+// is how many jobs may wait without blocking Submit. Jobs run on clock's time.
+func NewPool(clock dist.Clock, workers, capacity int, work func(worker, job int)) *Pool {
+	p := &Pool{clock: clock, jobs: make(chan poolJob, capacity)}
 	for w := range max(workers, 1) {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			for job := range p.jobs {
-				work(w, job)
+			for j := range p.jobs {
+				p.clock.Join(j.at)
+				work(w, j.job)
 			}
 		}()
 	}
@@ -28,7 +42,7 @@ func NewPool(workers, capacity int, work func(worker, job int)) *Pool {
 }
 
 // Submit queues a job.
-func (p *Pool) Submit(job int) { p.jobs <- job }
+func (p *Pool) Submit(job int) { p.jobs <- poolJob{job: job, at: p.clock.Now()} }
 
 // Close lets the workers finish the queued jobs and waits for them.
 func (p *Pool) Close() {

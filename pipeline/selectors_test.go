@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ssfusion/ssfusion/dist"
 )
 
 func TestNewSelector(t *testing.T) {
@@ -319,7 +321,7 @@ func TestSparsifyWithSelectors(t *testing.T) {
 					}
 					before := slices.Clone(acc)
 					k := KFor(n, 0.01)
-					if _, err := Sparsify(sel, mem, id, acc, k, &part); err != nil {
+					if _, err := Sparsify(Timing{Clock: dist.WallClock{}}, sel, mem, id, acc, k, &part); err != nil {
 						t.Fatal(err)
 					}
 					if part.ID != id || len(part.Values) != len(part.Indices) || Missing(n, len(part.Indices)) != 0 {
@@ -345,7 +347,7 @@ func TestSparsifyWithSelectors(t *testing.T) {
 			g := gaussGrad(r, sizes[3])
 			g[42] = float32(math.Inf(-1))
 			acc, _ := mem.Accumulate(3, g)
-			_, err = Sparsify(sel, mem, 3, acc, 50, &part)
+			_, err = Sparsify(Timing{Clock: dist.WallClock{}}, sel, mem, 3, acc, 50, &part)
 			var nf *NonFiniteError
 			if !errors.As(err, &nf) || nf.Index != 42 || !strings.Contains(err.Error(), "tensor 3") {
 				t.Fatalf("-Inf in tensor 3: err %v, want a NonFiniteError at 42 naming the tensor", err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
 )
 
 // SparseConfig is what every sparsifying pipeline is configured with.
@@ -61,11 +63,24 @@ func KFor(n int, density float64) int {
 	return min(n, max(1, int(math.Floor(density*float64(n)))))
 }
 
+// Timing is how a pipeline times its selections: on its communicator's clock (real, or
+// virtual under the simulator, where a selection takes what the model of Kind predicts).
+type Timing struct {
+	Clock dist.Clock
+	Kind  string // the selector's name, or "threshold" for a plain threshold scan
+}
+
+// Start is the time a selection begins.
+func (t Timing) Start() time.Time { return t.Clock.Now() }
+
+// Took ends a selection over n elements that began at start and returns how long it took.
+func (t Timing) Took(start time.Time, n int) time.Duration { return t.Clock.Work(start, t.Kind, n) }
+
 // Sparsify selects about k elements of tensor id's accumulated gradient acc (from
 // mem.Accumulate) into part, copies their values, and clears them from the memory. It
 // reports how long that took.
-func Sparsify(sel Selector, mem *Memory, id int, acc []float32, k int, part *SparseTensor) (time.Duration, error) {
-	start := time.Now()
+func Sparsify(tm Timing, sel Selector, mem *Memory, id int, acc []float32, k int, part *SparseTensor) (time.Duration, error) {
+	start := tm.Start()
 	var err error
 	if part.Indices, err = sel.Select(acc, k, part.Indices); err != nil {
 		return 0, fmt.Errorf("selecting from tensor %d: %w", id, err)
@@ -78,7 +93,7 @@ func Sparsify(sel Selector, mem *Memory, id int, acc []float32, k int, part *Spa
 	if err := mem.Sent(id, part.Indices); err != nil {
 		return 0, err
 	}
-	return time.Since(start), nil
+	return tm.Took(start, len(acc)), nil
 }
 
 // Missing reports whether a selection of picked elements from a tensor of n leaves it

@@ -170,7 +170,7 @@ func (s *stage) startSelectors() error {
 		s.sels = append(s.sels, sel)
 	}
 	if s.cfg.Offload {
-		s.pool = pipeline.NewPool(workers, len(s.tensors), func(w, id int) { s.selectTensor(s.sels[w], id) })
+		s.pool = pipeline.NewPool(dist.ClockOf(s.comm), workers, len(s.tensors), func(w, id int) { s.selectTensor(s.sels[w], id) })
 	}
 	return nil
 }
@@ -201,7 +201,7 @@ func (s *stage) selectTensor(sel pipeline.Selector, id int) error {
 	r := s.roles[id]
 	acc := s.mem.Residual(id)
 	part := &s.sparse[r.bucket].Parts[r.index]
-	d, err := pipeline.Sparsify(sel, s.mem, id, acc, pipeline.KFor(len(acc), s.cfg.DensityAt(s.f.Step())), part)
+	d, err := pipeline.Sparsify(s.f.Timing(s.cfg.Selector), sel, s.mem, id, acc, pipeline.KFor(len(acc), s.cfg.DensityAt(s.f.Step())), part)
 	if err != nil {
 		s.f.Fail(err)
 		return err

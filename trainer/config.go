@@ -79,6 +79,9 @@ type Config struct {
 	// Resume continues the run whose checkpoint is in that folder.
 	CheckpointEvery int    `mapstructure:"checkpoint-every" json:"checkpoint_every"`
 	Resume          string `mapstructure:"resume" json:"resume"`
+	// ProfileOut, when set, is where rank 0 writes the model's measured compute per step (a
+	// profile.Profile) after training succeeds.
+	ProfileOut string `mapstructure:"profile-out" json:"profile_out"`
 }
 
 // Defaults returns the configuration a bare `train` runs with.

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/ssfusion/ssfusion/internal/atomicfile"
 )
 
 // Summary is summary.json: the resolved configuration and what the run achieved. Figures that
@@ -163,30 +165,4 @@ func writeOutputs(dir string, s *Summary, rows []Row) error {
 
 // WriteFileAtomic writes data to path through a temporary file in the same folder and a
 // rename, so that a reader (or an interrupted run) never sees half a file.
-func WriteFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	// CreateTemp makes the file private; results are for everyone who can read the folder.
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
+func WriteFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }

@@ -70,6 +70,15 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 			return s, errors.Join(trainErr, err)
 		}
 		opts.Logf("wrote %s", filepath.Join(cfg.Out, "summary.json"))
+		switch {
+		case r.prof == nil:
+		case trainErr != nil:
+			opts.Logf("not writing %s: a profile is written only when training succeeds", cfg.ProfileOut)
+		default:
+			if err := r.writeProfile(); err != nil {
+				return s, err
+			}
+		}
 	}
 	if trainErr != nil || cfg.CheckpointEvery == 0 {
 		return s, trainErr
@@ -93,6 +102,7 @@ type run struct {
 	rank   int
 	world  int
 	pipe   pipeline.Pipeline
+	prof   *profiler // nil unless rank 0 writes --profile-out
 	opt    *SGD
 	sched  Schedule
 
@@ -133,11 +143,10 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 		model.Close()
 		return nil, fmt.Errorf("building pipeline %s: %w", cfg.Pipeline, err)
 	}
-	model.SetHook(func(id int, grad []float32) {
-		if err := r.pipe.Push(id, grad); err != nil && r.hookErr == nil {
-			r.hookErr = err
-		}
-	})
+	if err := r.setHook(); err != nil {
+		r.close()
+		return nil, err
+	}
 	momentum := cfg.Momentum
 	if cfg.MomentumCorrection {
 		momentum = 0 // the pipeline's memory applies it before selection
@@ -150,6 +159,30 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 		TotalSteps: r.totalSteps(),
 	}
 	return r, nil
+}
+
+// setHook hands every gradient to the pipeline; with --profile-out, rank 0 also times the
+// hooks, with a separate hook so that a run without it pays nothing.
+func (r *run) setHook() error {
+	push := func(id int, grad []float32) {
+		if err := r.pipe.Push(id, grad); err != nil && r.hookErr == nil {
+			r.hookErr = err
+		}
+	}
+	if r.cfg.ProfileOut == "" || r.rank != 0 {
+		r.model.SetHook(push)
+		return nil
+	}
+	if err := checkProfileOut(r.cfg.ProfileOut); err != nil {
+		return err
+	}
+	r.prof = newProfiler(len(r.params), r.totalSteps())
+	r.model.SetHook(func(id int, grad []float32) {
+		called := time.Now()
+		push(id, grad)
+		r.prof.hooked(id, called, time.Now())
+	})
+	return nil
 }
 
 func (r *run) close() {
@@ -260,25 +293,30 @@ func (r *run) afterStep(total int) error {
 }
 
 func (r *run) trainStep() (Row, error) {
+	r.prof.beginStep(r.step)
 	ZeroGrad(r.params)
 	start := time.Now()
+	r.prof.beginCompute(start)
 	res, err := r.model.TrainStep(&r.batch)
+	computed := time.Now()
 	if err == nil {
 		err, r.hookErr = r.hookErr, nil
 	}
 	if err != nil {
 		return Row{}, err
 	}
-	compute := time.Since(start)
+	compute := computed.Sub(start)
 	if err := r.pipe.Wait(); err != nil {
 		return Row{}, fmt.Errorf("synchronising gradients: %w", err)
 	}
+	r.prof.beginUpdate(computed)
 	norm, err := ClipGradNorm(r.params, r.cfg.ClipNorm)
 	if err != nil {
 		return Row{}, err
 	}
 	lr := r.sched.LR(r.step)
 	r.opt.Step(r.params, lr)
+	r.prof.endStep()
 	m := r.pipe.Metrics()
 	row := Row{
 		Kind: "train", Step: r.step, Epoch: r.epochsDone(1), WallS: time.Since(r.start).Seconds(),

@@ -1,0 +1,333 @@
+package dist
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// A simulated communicator runs collectives on a VirtualClock: each takes the time a
+// CostModel predicts, from the moment the last rank issues it or the moment the network is
+// free of the collectives issued before it, whichever is later (one collective at a time, as
+// a single communication stream runs them). Whoever waits for it joins its end.
+//
+// NewSim gives ranks that are goroutines of this process and move real data (through the
+// in-process backend), so that what a pipeline computes can be checked. NewSimRank gives one
+// rank standing for a whole group of identical ranks: its collectives cost what they would
+// among size ranks, while the data of the others is taken to be its own (see NewSimRank), so
+// that a simulation of hundreds of ranks needs the memory of one.
+
+// NewSim returns the size communicators of a simulated job whose ranks are goroutines of
+// this process; every rank's goroutines must run on clock.
+func NewSim(size int, model CostModel, clock *VirtualClock) []Communicator {
+	inner := NewInProc(size)
+	net := newSimNet(size, size, model)
+	comms := make([]Communicator, size)
+	for r := range size {
+		comms[r] = &simComm{net: net, clock: clock, rank: r, inner: inner[r]}
+	}
+	return comms
+}
+
+// NewSimRank returns rank 0 of a simulated job of size identical ranks, alone in this
+// process. Its collectives advance clock as among size ranks, each sending as much as this
+// one, and their results are what identical ranks would produce: AllReduce leaves the
+// buffer as it is (Average) or multiplies it by size (Sum), Broadcast leaves it, and
+// AllGatherV returns size messages, every one this rank's own unless a pipeline sets a
+// Mirror (see Mirroring). The messages share one copy, so a caller must only read them.
+func NewSimRank(size int, model CostModel, clock *VirtualClock) Communicator {
+	if size < 1 {
+		panic(fmt.Sprintf("dist: NewSimRank(%d): size must be at least 1", size))
+	}
+	return &simComm{net: newSimNet(size, 1, model), clock: clock}
+}
+
+// Mirroring is implemented by a communicator whose other ranks are mirrors of this one
+// (NewSimRank). A pipeline whose messages depend on the rank that sends them (ExDyna's
+// partition) sets a Mirror that turns this rank's AllGatherV message into the one rank
+// would send in the same state.
+type Mirroring interface {
+	SetMirror(mirror func(send []byte, rank int) []byte)
+}
+
+// simNet is the network of a simulated job: the time it is busy until and the collectives
+// waiting for ranks to issue them.
+type simNet struct {
+	size    int // ranks the cost model charges for
+	issuers int // ranks that issue each collective: size, or 1 for a lone rank
+	model   CostModel
+
+	mu      sync.Mutex
+	free    time.Duration // the network is busy until then
+	pending map[int64]*simColl
+}
+
+func newSimNet(size, issuers int, model CostModel) *simNet {
+	return &simNet{size: size, issuers: issuers, model: model, pending: make(map[int64]*simColl)}
+}
+
+// simColl is one collective on the virtual network.
+type simColl struct {
+	issued int
+	latest time.Duration // the last issue among the ranks
+	bytes  []int         // by rank: what each contributes, for an AllGatherV
+	cost   func(bytes []int) time.Duration
+	end    time.Duration
+	timed  chan struct{} // closed once every rank issued and end is known
+}
+
+// issue registers rank's issue of collective seq at virtual time at; the last rank to issue
+// times it.
+func (n *simNet) issue(seq int64, rank int, at time.Duration, bytes int, cost func([]int) time.Duration) *simColl {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.pending[seq]
+	if c == nil {
+		c = &simColl{bytes: make([]int, n.size), cost: cost, timed: make(chan struct{})}
+		n.pending[seq] = c
+	}
+	c.issued++
+	c.latest = max(c.latest, at)
+	if n.issuers == 1 {
+		for r := range c.bytes {
+			c.bytes[r] = bytes
+		}
+	} else {
+		c.bytes[rank] = bytes
+	}
+	if c.issued == n.issuers {
+		// Every rank issues collectives in one order, so the last issue of collective seq
+		// comes after the last of seq-1: collectives are timed in their order.
+		start := max(c.latest, n.free)
+		c.end = start + c.cost(c.bytes)
+		n.free = c.end
+		delete(n.pending, seq)
+		close(c.timed)
+	}
+	return c
+}
+
+// simComm is one rank of a simulated job.
+type simComm struct {
+	net   *simNet
+	clock *VirtualClock
+	rank  int
+	inner Communicator // moves the data; nil for a lone rank
+
+	mu     sync.Mutex
+	seq    int64
+	stats  Stats
+	mirror func(send []byte, rank int) []byte
+	closed bool
+}
+
+// Clock implements Clocked.
+func (s *simComm) Clock() Clock { return s.clock }
+
+// Rank implements Communicator.
+func (s *simComm) Rank() int { return s.rank }
+
+// Size implements Communicator.
+func (s *simComm) Size() int { return s.net.size }
+
+// SetMirror implements Mirroring; ranks that move real data ignore it.
+func (s *simComm) SetMirror(mirror func(send []byte, rank int) []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mirror = mirror
+}
+
+// start issues a collective of this rank: it stamps it, times it on the network and returns
+// what the handle waits for.
+func (s *simComm) start(op *OpStats, bytes, sent int, cost func([]int) time.Duration) (*simColl, time.Duration, error) {
+	at := s.clock.Elapsed()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, 0, ErrClosed
+	}
+	seq := s.seq
+	s.seq++
+	op.Calls++
+	op.BytesSent += int64(sent)
+	s.stats.BytesSent += int64(sent)
+	return s.net.issue(seq, s.rank, at, bytes, cost), at, nil
+}
+
+// finish waits for the collective's timing, joins its end and records its time once.
+func (s *simComm) finish(c *simColl, at time.Duration, op *OpStats, once *sync.Once) {
+	<-c.timed
+	s.clock.Join(s.clock.epoch.Add(c.end))
+	once.Do(func() {
+		s.mu.Lock()
+		op.Time += c.end - at
+		s.mu.Unlock()
+	})
+}
+
+// AllReduce implements Communicator.
+func (s *simComm) AllReduce(buf []float32, op Op) error { return s.AllReduceAsync(buf, op).Wait() }
+
+// AllReduceAsync implements Communicator.
+func (s *simComm) AllReduceAsync(buf []float32, op Op) Handle {
+	size := s.net.size
+	m := 4 * len(buf)
+	c, at, err := s.start(&s.stats.AllReduce, m, ringShare(m, size), func(b []int) time.Duration { return s.net.model.AllReduce(size, b[0]) })
+	if err != nil {
+		return failedHandle(err)
+	}
+	var inner Handle
+	if s.inner != nil {
+		inner = s.inner.AllReduceAsync(buf, op)
+	} else if op == Sum && size > 1 {
+		for i := range buf {
+			buf[i] *= float32(size)
+		}
+	}
+	return &simHandle{s: s, c: c, at: at, op: &s.stats.AllReduce, inner: inner}
+}
+
+// AllGatherV implements Communicator.
+func (s *simComm) AllGatherV(send []byte) ([][]byte, error) {
+	return s.AllGatherVAsync(send).Wait()
+}
+
+// AllGatherVAsync implements Communicator.
+func (s *simComm) AllGatherVAsync(send []byte) GatherHandle {
+	size := s.net.size
+	c, at, err := s.start(&s.stats.AllGatherV, len(send), (size-1)*len(send), func(b []int) time.Duration { return s.net.model.AllGatherV(size, b) })
+	if err != nil {
+		return gatherHandle{failedHandle(err)}
+	}
+	h := &simHandle{s: s, c: c, at: at, op: &s.stats.AllGatherV}
+	if s.inner != nil {
+		h.gather = s.inner.AllGatherVAsync(send)
+	} else {
+		h.out = s.mirrored(send)
+	}
+	return simGather{h}
+}
+
+// mirrored is what a lone rank's AllGatherV returns: its own message for every rank, or
+// the mirror's.
+func (s *simComm) mirrored(send []byte) [][]byte {
+	s.mu.Lock()
+	mirror := s.mirror
+	s.mu.Unlock()
+	own := slices.Clone(send)
+	out := make([][]byte, s.net.size)
+	for r := range out {
+		if r == s.rank || mirror == nil {
+			out[r] = own
+		} else {
+			out[r] = mirror(own, r)
+		}
+	}
+	return out
+}
+
+// Broadcast implements Communicator.
+func (s *simComm) Broadcast(buf []byte, root int) error { return s.BroadcastAsync(buf, root).Wait() }
+
+// BroadcastAsync implements Communicator.
+func (s *simComm) BroadcastAsync(buf []byte, root int) Handle {
+	size := s.net.size
+	if root < 0 || root >= size {
+		return failedHandle(fmt.Errorf("dist: broadcast root %d out of range [0, %d): %w", root, size, ErrInvalid))
+	}
+	sent := 0
+	if s.rank == root {
+		sent = len(buf)
+	}
+	c, at, err := s.start(&s.stats.Broadcast, len(buf), sent, func(b []int) time.Duration { return s.net.model.Broadcast(size, b[0]) })
+	if err != nil {
+		return failedHandle(err)
+	}
+	var inner Handle
+	if s.inner != nil {
+		inner = s.inner.BroadcastAsync(buf, root)
+	}
+	return &simHandle{s: s, c: c, at: at, op: &s.stats.Broadcast, inner: inner}
+}
+
+// Barrier implements Communicator.
+func (s *simComm) Barrier() error {
+	size := s.net.size
+	c, at, err := s.start(&s.stats.Barrier, 0, 0, func([]int) time.Duration { return s.net.model.Barrier(size) })
+	if err != nil {
+		return err
+	}
+	if s.inner != nil {
+		if err := s.inner.Barrier(); err != nil {
+			return err
+		}
+	}
+	return (&simHandle{s: s, c: c, at: at, op: &s.stats.Barrier}).Wait()
+}
+
+// Stats implements Communicator: bytes are what the modelled algorithms send, times are
+// virtual.
+func (s *simComm) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Close implements Communicator.
+func (s *simComm) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	if s.inner != nil {
+		return s.inner.Close()
+	}
+	return nil
+}
+
+// ringShare is what one rank sends in a ring allreduce of m bytes.
+func ringShare(m, size int) int {
+	if size < 2 {
+		return 0
+	}
+	return int(int64(2*(size-1)) * int64(m) / int64(size))
+}
+
+// simHandle is the completion of a simulated collective.
+type simHandle struct {
+	s    *simComm
+	c    *simColl
+	at   time.Duration
+	op   *OpStats
+	once sync.Once
+
+	inner  Handle       // the data movement of AllReduce and Broadcast, if real
+	gather GatherHandle // the data movement of AllGatherV, if real
+	out    [][]byte     // a lone rank's AllGatherV result
+}
+
+// Wait implements Handle.
+func (h *simHandle) Wait() error {
+	_, err := h.wait()
+	return err
+}
+
+func (h *simHandle) wait() ([][]byte, error) {
+	out, err := h.out, error(nil)
+	switch {
+	case h.inner != nil:
+		err = h.inner.Wait()
+	case h.gather != nil:
+		out, err = h.gather.Wait()
+	}
+	if err != nil {
+		return nil, err
+	}
+	h.s.finish(h.c, h.at, h.op, &h.once)
+	return out, nil
+}
+
+// simGather adapts simHandle to GatherHandle.
+type simGather struct{ *simHandle }
+
+func (g simGather) Wait() ([][]byte, error) { return g.wait() }

@@ -1,0 +1,167 @@
+// Package profile describes the compute of one training step of a model, as the scale
+// simulator consumes it: the gradient tensors in the order backprop makes them ready, their
+// sizes, and how long forward, each tensor's share of backward and the optimizer update take
+// on one worker. A profile is measured by our own trainer (train --profile-out) or built from
+// a published architecture and a stated iteration time (see FromFLOPs), and is stored as JSON.
+package profile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/ssfusion/ssfusion/internal/atomicfile"
+)
+
+// Profile is one worker's compute in one training step.
+type Profile struct {
+	// Model names the model, e.g. "resnet50".
+	Model string `json:"model"`
+	// Source says where the times come from: "measured by ..." or "FLOP split of ...".
+	Source string `json:"source,omitempty"`
+	// BatchSize is the number of samples one worker processes per step.
+	BatchSize int `json:"batch_size"`
+	// ForwardMS is the time from the step's start to the start of backward.
+	ForwardMS float64 `json:"forward_ms"`
+	// Tensors are the gradient tensors in backprop order, the order in which they become
+	// ready.
+	Tensors []Tensor `json:"tensors"`
+	// TailMS is backward's time after the last gradient is ready (zero for most models).
+	TailMS float64 `json:"tail_ms,omitempty"`
+	// UpdateMS is the time after the gradients are aggregated: clipping and the optimizer.
+	UpdateMS float64 `json:"update_ms"`
+}
+
+// Tensor is one gradient tensor.
+type Tensor struct {
+	Name  string `json:"name"`
+	Numel int    `json:"numel"`
+	// BackwardMS is the backward time from the previous tensor's readiness (or backward's
+	// start, for the first) to this tensor's.
+	BackwardMS float64 `json:"backward_ms"`
+}
+
+// Load reads and checks a profile.
+func Load(path string) (*Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading profile: %w", err)
+	}
+	p, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("profile %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Parse decodes and checks a profile; unknown keys are errors, so that a misspelt key is
+// not silently ignored.
+func Parse(data []byte) (*Profile, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Profile
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("decoding JSON: %w", err)
+	}
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Check reports what makes the profile unusable.
+func (p *Profile) Check() error {
+	if p.Model == "" {
+		return errors.New(`"model" is missing`)
+	}
+	if p.BatchSize <= 0 {
+		return fmt.Errorf(`"batch_size" must be positive, got %d`, p.BatchSize)
+	}
+	if len(p.Tensors) == 0 {
+		return errors.New(`"tensors" is empty`)
+	}
+	for name, v := range map[string]float64{"forward_ms": p.ForwardMS, "tail_ms": p.TailMS, "update_ms": p.UpdateMS} {
+		if !validTime(v) {
+			return fmt.Errorf("%q must be a finite time >= 0, got %g", name, v)
+		}
+	}
+	seen := make(map[string]bool, len(p.Tensors))
+	for i, t := range p.Tensors {
+		switch {
+		case t.Name == "":
+			return fmt.Errorf("tensor %d has no name", i)
+		case seen[t.Name]:
+			return fmt.Errorf("tensor %d: name %q appears twice", i, t.Name)
+		case t.Numel <= 0:
+			return fmt.Errorf("tensor %d (%s): numel must be positive, got %d", i, t.Name, t.Numel)
+		case !validTime(t.BackwardMS):
+			return fmt.Errorf("tensor %d (%s): backward_ms must be a finite time >= 0, got %g", i, t.Name, t.BackwardMS)
+		}
+		seen[t.Name] = true
+	}
+	return nil
+}
+
+func validTime(ms float64) bool { return ms >= 0 && !math.IsInf(ms, 0) && !math.IsNaN(ms) }
+
+// Save writes the profile atomically as indented JSON.
+func (p *Profile) Save(path string) error {
+	if err := p.Check(); err != nil {
+		return fmt.Errorf("profile for %s: %w", path, err)
+	}
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding profile: %w", err)
+	}
+	return atomicfile.Write(path, append(data, '\n'))
+}
+
+// Params is the number of gradient elements.
+func (p *Profile) Params() int {
+	n := 0
+	for _, t := range p.Tensors {
+		n += t.Numel
+	}
+	return n
+}
+
+// BackwardMS is the whole backward pass: every tensor's share and the tail.
+func (p *Profile) BackwardMS() float64 {
+	ms := p.TailMS
+	for _, t := range p.Tensors {
+		ms += t.BackwardMS
+	}
+	return ms
+}
+
+// IterationMS is the compute of one step with no communication: forward, backward and
+// update.
+func (p *Profile) IterationMS() float64 { return p.ForwardMS + p.BackwardMS() + p.UpdateMS }
+
+// Scaled returns a copy whose times are divided by speed: a profile measured here, replayed
+// on hardware speed times faster.
+func (p *Profile) Scaled(speed float64) (*Profile, error) {
+	if !(speed > 0) || math.IsInf(speed, 0) {
+		return nil, fmt.Errorf("compute speed factor must be positive and finite, got %g", speed)
+	}
+	q := *p
+	q.Tensors = make([]Tensor, len(p.Tensors))
+	for i, t := range p.Tensors {
+		t.BackwardMS /= speed
+		q.Tensors[i] = t
+	}
+	q.ForwardMS /= speed
+	q.TailMS /= speed
+	q.UpdateMS /= speed
+	if speed != 1 {
+		q.Source = fmt.Sprintf("%s, sped up %gx", p.Source, speed)
+	}
+	return &q, nil
+}
+
+// Duration converts milliseconds to a Duration.
+func Duration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
