@@ -36,6 +36,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCommand(), newRunCommand(), newPlotCommand())
+	root.AddCommand(newTrainCommand(), newRunCommand(), newPlotCommand(), newSimulateCommand())
 	return root
 }

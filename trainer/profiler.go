@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/ssfusion/ssfusion/nets"
@@ -39,7 +38,7 @@ type hookTime struct {
 	called, returned time.Time
 }
 
-// warmupSteps are left out of the median when there are enough steps, since the first steps
+// warmupSteps are left out of the mean when there are enough steps, since the first steps
 // pay for allocation and cold caches.
 const warmupSteps = 2
 
@@ -129,7 +128,7 @@ func (p *profiler) checkOrder() error {
 // steps is the number of recorded steps.
 func (p *profiler) steps() int { return len(p.times) / p.fields() }
 
-// result is the per-field median of the steps after the warm-up (of all steps when there are
+// result is the per-field mean of the steps after the warm-up (of all steps when there are
 // fewer than 4), with the tensors named and sized from params.
 func (p *profiler) result(params []nets.Param) (prof *profile.Profile, used int, err error) {
 	if p.err != nil {
@@ -143,34 +142,31 @@ func (p *profiler) result(params []nets.Param) (prof *profile.Profile, used int,
 	if steps >= 2*warmupSteps {
 		first = warmupSteps
 	}
-	median := p.medians(first)
-	prof = &profile.Profile{ForwardMS: median[0], TailMS: median[p.n+1], UpdateMS: median[p.n+2]}
+	mean := p.means(first)
+	prof = &profile.Profile{ForwardMS: mean[0], TailMS: mean[p.n+1], UpdateMS: mean[p.n+2]}
 	prof.Tensors = make([]profile.Tensor, p.n)
 	for i, id := range p.order {
-		prof.Tensors[i] = profile.Tensor{Name: params[id].Name, Numel: params[id].Numel(), BackwardMS: median[i+1]}
+		prof.Tensors[i] = profile.Tensor{Name: params[id].Name, Numel: params[id].Numel(), BackwardMS: mean[i+1]}
 	}
 	return prof, steps - first, nil
 }
 
-// medians returns, per field, the median in milliseconds over the steps from first on.
-func (p *profiler) medians(first int) []float64 {
+// means returns, per field, the mean in milliseconds over the steps from first on. Means,
+// not medians: the simulator predicts the mean step time, and the means of the fields add up
+// to the mean of the whole, where medians of many small fields would leave out every pause
+// (a collection, a preempted thread) that lands in a different field each step.
+func (p *profiler) means(first int) []float64 {
 	k := p.fields()
-	col := make([]time.Duration, 0, p.steps()-first)
-	median := make([]float64, k)
-	for f := range k {
-		col = col[:0]
-		for s := first; s < p.steps(); s++ {
-			col = append(col, p.times[s*k+f])
-		}
-		slices.Sort(col)
-		mid := len(col) / 2
-		if len(col)%2 == 1 {
-			median[f] = ms(col[mid])
-		} else {
-			median[f] = (ms(col[mid-1]) + ms(col[mid])) / 2
+	mean := make([]float64, k)
+	for s := first; s < p.steps(); s++ {
+		for f := range k {
+			mean[f] += ms(p.times[s*k+f])
 		}
 	}
-	return median
+	for f := range mean {
+		mean[f] /= float64(p.steps() - first)
+	}
+	return mean
 }
 
 // writeProfile writes what the profiler measured to --profile-out.
@@ -184,7 +180,7 @@ func (r *run) writeProfile() error {
 		host = "an unknown host"
 	}
 	prof.Model, prof.BatchSize = r.cfg.Model, r.cfg.BatchSize
-	prof.Source = fmt.Sprintf("measured by train on %s in a %d-worker job with pipeline %s: median of %d of %d steps",
+	prof.Source = fmt.Sprintf("measured by train on %s in a %d-worker job with pipeline %s: mean of %d of %d steps",
 		host, r.world, r.cfg.Pipeline, used, r.prof.steps())
 	if err := prof.Save(r.cfg.ProfileOut); err != nil {
 		return err

@@ -44,7 +44,7 @@ func TestProfileOut(t *testing.T) {
 	}
 	params := r.params
 	r.close()
-	if p.Model != "mlp" || p.BatchSize != cfg.BatchSize || !strings.Contains(p.Source, "median of 6 of 8 steps") {
+	if p.Model != "mlp" || p.BatchSize != cfg.BatchSize || !strings.Contains(p.Source, "mean of 6 of 8 steps") {
 		t.Errorf("profile says model %q, batch %d, source %q", p.Model, p.BatchSize, p.Source)
 	}
 	if len(p.Tensors) != len(params) || p.Params() != s.Parameters {
@@ -57,7 +57,7 @@ func TestProfileOut(t *testing.T) {
 			t.Errorf("tensor %d is %s of %d elements, want %s of %d", i, tensor.Name, tensor.Numel, want.Name, want.Numel())
 		}
 	}
-	// Save checked that every time is finite and non-negative; the sum of medians should be
+	// Save checked that every time is finite and non-negative; the sum of the fields should be
 	// near the median of the compute the run measured around TrainStep.
 	compute := medianComputeMS(t, cfg.Out)
 	got := p.ForwardMS + p.BackwardMS()
@@ -118,8 +118,8 @@ func TestProfileLeavesOutPushTime(t *testing.T) {
 	if s.Throughput.StepMS.Compute < ms(sleep) {
 		t.Fatalf("the run measured %.1f ms of compute per step, less than the %v sleep in Push", s.Throughput.StepMS.Compute, sleep)
 	}
-	// Half the sleep as margin: the machine may be noisy, but not by a whole sleep at the
-	// median of three steps.
+	// Half the sleep as margin: the machine may be noisy, but not by a whole sleep over
+	// the mean of three steps.
 	margin := ms(sleep) / 2
 	if b, sl := base.Tensors[1].BackwardMS, slow.Tensors[1].BackwardMS; sl > b+margin {
 		t.Errorf("%s takes %.3f ms after a slow Push, %.3f ms after a fast one", slow.Tensors[1].Name, sl, b)
@@ -180,7 +180,7 @@ func TestProfilerRejectsAChangedOrder(t *testing.T) {
 	}
 }
 
-func TestProfilerMedianSkipsWarmup(t *testing.T) {
+func TestProfilerMeanSkipsWarmup(t *testing.T) {
 	for _, tc := range []struct {
 		forward []time.Duration // per step, in ms
 		want    float64
@@ -188,7 +188,7 @@ func TestProfilerMedianSkipsWarmup(t *testing.T) {
 	}{
 		{[]time.Duration{100, 50, 3, 1, 2}, 2, 3},
 		{[]time.Duration{100, 50, 4, 2}, 3, 2},
-		{[]time.Duration{100, 1, 2}, 2, 3}, // too few steps to spare a warm-up
+		{[]time.Duration{3, 1, 2}, 2, 3}, // too few steps to spare a warm-up
 	} {
 		p := newProfiler(1, 0)
 		p.order = []int{0}

@@ -1,0 +1,17 @@
+// Package sim predicts how fast the gradient pipelines train at scales and on networks this
+// machine does not have, by running the real pipeline code on a virtual clock.
+//
+// A simulated step replays a model's compute from a profile (package profile): forward,
+// then each tensor's share of backward, after which its gradient is pushed into the
+// pipeline, as the trainer's gradient hook does. The pipeline runs unchanged on a simulated
+// communicator (dist.NewSim, dist.NewSimRank): its selections take the time a selection
+// model predicts, its collectives the time a network cost model predicts, and time moves
+// from one goroutine to another only along causes (a gradient's readiness, a selection's
+// end, a collective's end). The step ends when the last gradient is aggregated and the
+// optimizer has run.
+//
+// Up to a few ranks (Job.Real), every rank is a goroutine that moves real data, so that the
+// aggregated gradients can be checked against a real run. Beyond that, one rank stands for
+// all: the ranks are taken to be identical, collectives are charged as among all of them,
+// and memory stays that of one rank.
+package sim

@@ -1,0 +1,69 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/ssfusion/ssfusion/profile"
+)
+
+// Gradients are synthetic gradients for a profile's tensors, the same every step: what a
+// simulated rank pushes. Each tensor is normal with a scale of its own, spread over two
+// orders of magnitude as real layers' gradients are, so that a buffer-wide selection
+// (multi-tensor) leaves the small-scale tensors out as it does in training. Read-only once
+// made, so jobs may share them.
+type Gradients struct {
+	tensors [][]float32 // in the profile's (backprop) order
+}
+
+// NewGradients makes the gradients of p's tensors from seed, scaled for density (see
+// Gradients).
+func NewGradients(p *profile.Profile, seed uint64, density float64) *Gradients {
+	rng := rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))
+	g := &Gradients{tensors: make([][]float32, len(p.Tensors))}
+	for i, t := range p.Tensors {
+		scale := math.Exp(rng.NormFloat64()) * 1e-3
+		v := make([]float32, t.Numel)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64() * scale)
+		}
+		g.tensors[i] = v
+	}
+	g.normalize(p.Params(), density, rng)
+	return g
+}
+
+// normalize scales the gradients so that about density of their elements exceed
+// 1/(2 sqrt(k)), the quantile estimated from a sample.
+func (g *Gradients) normalize(numel int, density float64, rng *rand.Rand) {
+	if !(density > 0 && density < 1) || numel == 0 {
+		return
+	}
+	const samples = 1 << 16
+	mags := make([]float64, samples)
+	for i := range mags {
+		j := rng.IntN(numel)
+		t := 0
+		for j >= len(g.tensors[t]) {
+			j -= len(g.tensors[t])
+			t++
+		}
+		mags[i] = math.Abs(float64(g.tensors[t][j]))
+	}
+	slices.Sort(mags)
+	q := mags[int(float64(samples-1)*(1-density))]
+	if q == 0 {
+		return
+	}
+	k := math.Max(1, math.Floor(density*float64(numel)))
+	scale := float32(1 / (2 * math.Sqrt(k)) / q)
+	for _, v := range g.tensors {
+		for i := range v {
+			v[i] *= scale
+		}
+	}
+}
+
+// Tensor is the gradient of the profile's i-th tensor (backprop order).
+func (g *Gradients) Tensor(i int) []float32 { return g.tensors[i] }

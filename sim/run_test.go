@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/profile"
+	"github.com/ssfusion/ssfusion/ssfusion"
+)
+
+// flatCost charges alpha per collective plus beta per byte of the largest contribution:
+// simple enough to predict by hand.
+type flatCost struct{ alpha, beta time.Duration }
+
+func (c flatCost) AllReduce(size, bytes int) time.Duration {
+	return c.alpha + time.Duration(bytes)*c.beta
+}
+
+func (c flatCost) AllGatherV(size int, bytes []int) time.Duration {
+	total := 0
+	for _, b := range bytes {
+		total += b
+	}
+	return c.alpha + time.Duration(total)*c.beta
+}
+func (c flatCost) Broadcast(size, bytes int) time.Duration { return c.alpha }
+func (c flatCost) Barrier(size int) time.Duration          { return c.alpha }
+
+func tinyProfile() *profile.Profile {
+	p := &profile.Profile{Model: "tiny", BatchSize: 8, ForwardMS: 3, UpdateMS: 1}
+	for i, n := range []int{10, 5000, 7, 20000, 300, 64} {
+		p.Tensors = append(p.Tensors, profile.Tensor{Name: fmt.Sprintf("t%d", i), Numel: n, BackwardMS: 1 + float64(i)})
+	}
+	return p
+}
+
+var sparse = pipeline.SparseConfig{Density: 0.01, Selector: "topk"}
+
+// factories are the pipelines the tests run, by name.
+var factories = map[string]Factory{
+	"dense": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewDense(c, t, 16<<10)
+	},
+	"pertensor": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewPerTensor(c, t, 16<<10, sparse)
+	},
+	"multitensor": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewMultiTensor(c, t, 16<<10, sparse)
+	},
+	"ssfusion": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return ssfusion.New(c, t, 16<<10, ssfusion.Config{SparseConfig: sparse, Threshold: 1000, Offload: true, SelectWorkers: 2, Interleave: true})
+	},
+	"safusion": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewSAFusion(c, t, 16<<10, sparse, baselines.LinkCost{Alpha: 1e-4, Beta: 1e-9}, 0)
+	},
+	"exdyna": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewExDyna(c, t, 16<<10, sparse)
+	},
+}
+
+func TestDenseStepTimeByHand(t *testing.T) {
+	// One tensor, one allreduce issued when backward ends: forward + backward, the
+	// collective, the update.
+	p := &profile.Profile{Model: "one", BatchSize: 4, ForwardMS: 2, UpdateMS: 1,
+		Tensors: []profile.Tensor{{Name: "w", Numel: 1000, BackwardMS: 5}}}
+	cost := flatCost{alpha: time.Millisecond, beta: time.Microsecond}
+	for _, real := range []bool{false, true} {
+		res, err := Simulate(Job{Profile: p, Workers: 2, Network: cost, Pipeline: factories["dense"], Real: real, Steps: 3, Warmup: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 2 + 5 + (1 + 4000e-3) + 1.0
+		if math.Abs(res.IterationMS-want) > 1e-6 {
+			t.Errorf("real=%v: iteration %.6f ms, want %.6f", real, res.IterationMS, want)
+		}
+		if math.Abs(res.ExposedCommMS-5) > 1e-6 {
+			t.Errorf("real=%v: exposed communication %.6f ms, want 5", real, res.ExposedCommMS)
+		}
+	}
+}
+
+func TestPipelinesRunOnTheVirtualClock(t *testing.T) {
+	prof := tinyProfile()
+	sel := SelectionModel{Kinds: map[string]Linear{"topk": {PerCallNS: 1e5, PerElementNS: 10}, "threshold": {PerElementNS: 1}}}
+	for name, f := range factories {
+		t.Run(name, func(t *testing.T) {
+			res, err := Simulate(Job{Profile: prof, Workers: 64, Network: flatCost{alpha: 100 * time.Microsecond, beta: time.Nanosecond}, Selection: sel, Pipeline: f, Density: sparse.Density})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IterationMS < prof.IterationMS() {
+				t.Errorf("iteration %.3f ms is shorter than the compute %.3f ms", res.IterationMS, prof.IterationMS())
+			}
+			if res.BytesPerStep <= 0 {
+				t.Errorf("no bytes sent")
+			}
+			if name != "dense" && (res.Density <= 0 || res.Density > 0.2) {
+				t.Errorf("density %g", res.Density)
+			}
+			t.Logf("%s: %.3f ms/step, exposed comm %.3f, selection %.3f (total %.3f), %.0f B/step, density %.4f",
+				name, res.IterationMS, res.ExposedCommMS, res.SelectionMS, res.SelectionTotalMS, res.BytesPerStep, res.Density)
+		})
+	}
+}
+
+// TestSameGradientsAsInProcess checks that the simulated backend leaves a pipeline's
+// aggregate as the in-process backend does: same pushes, same result, bit for bit.
+func TestSameGradientsAsInProcess(t *testing.T) {
+	prof := tinyProfile()
+	const workers, steps = 2, 3
+	for name, f := range factories {
+		t.Run(name, func(t *testing.T) {
+			job := Job{Profile: prof, Workers: workers, Network: flatCost{alpha: time.Millisecond, beta: time.Nanosecond},
+				Pipeline: f, Real: true, Steps: steps, Warmup: 1, Seed: 7, Density: sparse.Density}
+			_, got, err := SimulateGradients(job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := inProcess(t, job)
+			for r := range workers {
+				for id := range want[r] {
+					for i := range want[r][id] {
+						if math.Float32bits(got[r][id][i]) != math.Float32bits(want[r][id][i]) {
+							t.Fatalf("rank %d tensor %d element %d: simulated %g, in-process %g", r, id, i, got[r][id][i], want[r][id][i])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// inProcess runs job's pushes on the in-process backend and returns every rank's gradients.
+func inProcess(t *testing.T, job Job) [][][]float32 {
+	t.Helper()
+	comms := dist.NewInProc(job.Workers)
+	clock := dist.NewVirtualClock(job.Selection.Time) // only paces the replay; the pipeline runs on the wall clock
+	out := make([][][]float32, job.Workers)
+	errs := make([]error, job.Workers)
+	var wg sync.WaitGroup
+	for r, comm := range comms {
+		wg.Go(func() {
+			defer comm.Close()
+			rk := &rankRun{job: &job, clock: clock, comm: comm, grads: NewGradients(job.Profile, rankSeed(job.Seed, r), job.Density)}
+			if _, errs[r] = rk.run(job.Steps); errs[r] == nil {
+				out[r] = rk.aggregated()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}

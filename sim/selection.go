@@ -1,0 +1,262 @@
+package sim
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/ssfusion/ssfusion/pipeline"
+)
+
+// Linear is a cost that grows linearly with the number of elements n:
+// PerCallNS + PerElementNS·n nanoseconds. Selection reads the whole tensor at least once,
+// so its time is close to linear in n; the per-call term keeps the many small tensors of a
+// per-tensor pipeline from costing nothing.
+type Linear struct {
+	PerCallNS    float64
+	PerElementNS float64
+}
+
+// At returns the cost of one call on n elements.
+func (l Linear) At(n int) time.Duration {
+	return time.Duration(math.Round(l.PerCallNS + l.PerElementNS*float64(n)))
+}
+
+// SelectionModel predicts how long one selection takes, by the kind of selection: the
+// pipeline selector names ("topk", "dgc" and its alias "sampled", "gaussiank", "randomk")
+// and "threshold", the plain scan comparing |x| with a threshold that ExDyna runs over its
+// partition (so a simulator asks for Time("threshold", n/P), not n).
+type SelectionModel struct {
+	Kinds map[string]Linear
+}
+
+// Time returns the time of one selection of kind on a tensor of n elements. A kind the
+// model does not know costs what "topk" costs, the default selector, so that a
+// configuration naming a selector the model was not fitted for still simulates with a
+// plausible cost rather than a free one. An empty tensor is not selected from and costs 0.
+func (m SelectionModel) Time(kind string, n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	l, ok := m.Kinds[kind]
+	if !ok {
+		l = m.Kinds["topk"]
+	}
+	return l.At(n)
+}
+
+// Scaled returns the model of a machine speed times as fast: every time is divided by
+// speed. It panics unless speed is positive and finite; a zero or negative speed is a
+// configuration mistake that would otherwise turn into zero or negative times far away.
+func (m SelectionModel) Scaled(speed float64) SelectionModel {
+	if !(speed > 0) || math.IsInf(speed, 0) {
+		panic(fmt.Sprintf("sim: selection model scaled by %v, want a positive finite speed", speed))
+	}
+	// A new map: the caller's model must not change under it.
+	kinds := make(map[string]Linear, len(m.Kinds))
+	for k, l := range m.Kinds {
+		kinds[k] = Linear{PerCallNS: l.PerCallNS / speed, PerElementNS: l.PerElementNS / speed}
+	}
+	return SelectionModel{Kinds: kinds}
+}
+
+// DefaultSelectionModel returns the selection times measured on the development machine
+// (2-core AMD EPYC Zen5 with AVX-512, GOMAXPROCS=2) at density 0.01. Density matters little
+// for the threshold selectors, but randomk's draw costs O(k), so at other densities these
+// are an approximation; refit with the command below for another density or machine, or
+// scale with Scaled.
+//
+// Fitted 2026-11-30 on AMD EPYC, 2 CPUs (GOMAXPROCS=2) by
+//
+//	go run ./tools/fit-selection -density 0.01 -max 4000000 -min 1000 -reps 11 -runs 9 -sizes 8
+//
+// (sizes 1000 to 4000000, 8 log-spaced, the fastest of 9 medians each; fit to relative
+// error, see FitLinear). Worst relative error of the line against the measured points,
+// and R² of the fit:
+//
+//	dgc        max 26%  R² 0.9466
+//	gaussiank  max 15%  R² 0.9709
+//	randomk    max 8%  R² 0.9928
+//	topk       max 8%  R² 0.9993
+//	threshold  max 10%  R² 0.9992
+//
+// dgc's line is a compromise between two regimes: below 131072 elements it is topk (about
+// 1.3 ns an element; too few elements for sampling to pay), above it the sampled threshold
+// (about 0.9 ns), so the line is some 20% low below and 15-20% high above. gaussiank slows
+// per element from about 1M elements (16 MB no longer stays in cache between its passes),
+// so the line is 15% low at 4M and lower beyond. Sizes past 4M are extrapolated.
+//
+// Each call returns a new map, which the caller may change.
+func DefaultSelectionModel() SelectionModel {
+	dgc := Linear{PerCallNS: 466.7, PerElementNS: 1.039}
+	return SelectionModel{Kinds: map[string]Linear{
+		"topk":      {PerCallNS: 163.8, PerElementNS: 1.4},
+		"dgc":       dgc,
+		"sampled":   dgc, // NewSelector's old name for dgc
+		"gaussiank": {PerCallNS: 282.6, PerElementNS: 1.023},
+		"randomk":   {PerCallNS: 23.87, PerElementNS: 0.4538},
+		"threshold": {PerCallNS: 0, PerElementNS: 0.7119},
+	}}
+}
+
+// minBatch is the least time one timed batch of calls lasts in MeasureSelection: long
+// enough that the clock's resolution and the cost of reading it are noise even for a
+// selection of a thousand elements, which takes about a microsecond.
+const minBatch = time.Millisecond
+
+// MeasureSelection returns the time of one selection of kind on n elements at density
+// (k = pipeline.KFor(n, density)), on standard normal data: the median over reps batches
+// of calls, after one warm-up call that grows the selector's scratch and the result to
+// their final size and tells how many calls make a batch of at least minBatch. Nothing is
+// allocated inside the timed batches (except what the selector allocates itself), and a
+// garbage collection runs before them so that none is pending.
+//
+// kind is a pipeline.NewSelector name or "threshold", the scan ExDyna runs, with a
+// threshold that picks a density fraction of the elements.
+func MeasureSelection(kind string, n int, density float64, reps int) (time.Duration, error) {
+	if n <= 0 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("sim: measuring selection on %d elements", n)
+	}
+	if !(density > 0 && density <= 1) {
+		return 0, fmt.Errorf("sim: measuring selection at density %v, want (0, 1]", density)
+	}
+	if reps < 1 {
+		return 0, fmt.Errorf("sim: measuring selection with %d repetitions", reps)
+	}
+	run, err := selection(kind, normalData(n), pipeline.KFor(n, density), density)
+	if err != nil {
+		return 0, err
+	}
+
+	start := time.Now()
+	if err := run(); err != nil {
+		return 0, fmt.Errorf("sim: warming up %s on %d elements: %w", kind, n, err)
+	}
+	// The warm-up is slower than the calls after it (page faults, cold caches), so this
+	// errs towards short batches, still far above the clock's resolution.
+	batch := int(max(1, minBatch/max(time.Since(start), 1)))
+	runtime.GC()
+
+	times := make([]time.Duration, reps)
+	for i := range times {
+		start := time.Now()
+		for range batch {
+			if err := run(); err != nil {
+				return 0, fmt.Errorf("sim: timing %s on %d elements: %w", kind, n, err)
+			}
+		}
+		times[i] = time.Since(start) / time.Duration(batch)
+	}
+	slices.Sort(times)
+	return times[len(times)/2], nil
+}
+
+// selection returns one selection of kind on g picking about k elements, with its scratch
+// held by the closure so that calls after the first allocate nothing.
+func selection(kind string, g []float32, k int, density float64) (func() error, error) {
+	if kind == "threshold" {
+		key := thresholdKey(density)
+		var send []byte
+		return func() error {
+			send = thresholdScan(send, g, key)
+			return nil
+		}, nil
+	}
+	sel, err := pipeline.NewSelector(kind, 1)
+	if err != nil {
+		return nil, err
+	}
+	var idx []int32
+	return func() error {
+		idx, err = sel.Select(g, k, idx)
+		return err
+	}, nil
+}
+
+// normalData returns n standard normal elements, the same for a given n whatever the kind,
+// so that the kinds are timed on equal terms.
+func normalData(n int) []float32 {
+	r := rand.New(rand.NewPCG(uint64(n), 0x5e1ec7))
+	g := make([]float32, n)
+	for i := range g {
+		g[i] = float32(r.NormFloat64())
+	}
+	return g
+}
+
+// thresholdKey returns the magnitude key of the threshold that keeps a density fraction of
+// standard normal data, as ExDyna's adapted threshold does once settled: for such data
+// P(|x| > t) = 1 − erf(t/√2).
+func thresholdKey(density float64) uint32 {
+	return math.Float32bits(float32(math.Sqrt2 * math.Erfinv(1-density)))
+}
+
+// thresholdScan is the selection loop of ExDyna's sparse step (baselines/exdyna.go), copied
+// rather than called because there it is fused with the step's message: a 16-byte header
+// followed by the little-endian index of every element whose magnitude key reaches key.
+func thresholdScan(send []byte, g []float32, key uint32) []byte {
+	send = binary.LittleEndian.AppendUint64(send[:0], 0) // step
+	send = binary.LittleEndian.AppendUint32(send, 0)     // partition
+	send = binary.LittleEndian.AppendUint32(send, 0)     // count, filled in below
+	for i, a := range g {
+		if math.Float32bits(a)&0x7fffffff >= key {
+			send = binary.LittleEndian.AppendUint32(send, uint32(i))
+		}
+	}
+	binary.LittleEndian.PutUint32(send[12:], uint32((len(send)-16)/4))
+	return send
+}
+
+// FitSelection measures kind (see MeasureSelection) at each of sizes and fits a Linear to
+// the times with FitLinear.
+func FitSelection(kind string, sizes []int, density float64, reps int) (Linear, error) {
+	times := make([]time.Duration, len(sizes))
+	for i, n := range sizes {
+		var err error
+		if times[i], err = MeasureSelection(kind, n, density, reps); err != nil {
+			return Linear{}, err
+		}
+	}
+	return FitLinear(sizes, times)
+}
+
+// FitLinear fits time = a + b·n to the points (sizes[i], times[i]) by least squares on the
+// relative error, each squared residual weighted by 1/times[i]²: sizes spread over
+// decades, and a plain fit would spend itself on the largest and leave the smallest, the
+// per-call term, to chance. If the best a is negative it is clamped to 0 and b refitted, as
+// no call takes negative time. It needs two distinct sizes and positive times.
+func FitLinear(sizes []int, times []time.Duration) (Linear, error) {
+	if len(sizes) != len(times) {
+		return Linear{}, fmt.Errorf("sim: fitting %d sizes to %d times", len(sizes), len(times))
+	}
+	var s, sx, sy, sxx, sxy float64
+	for i, n := range sizes {
+		if times[i] <= 0 {
+			return Linear{}, fmt.Errorf("sim: fitting a non-positive time %v at size %d", times[i], n)
+		}
+		x, y := float64(n), float64(times[i])
+		w := 1 / (y * y)
+		s += w
+		sx += w * x
+		sy += w * y
+		sxx += w * x * x
+		sxy += w * x * y
+	}
+	// det is s² times the weighted variance of the sizes, so it vanishes exactly when they
+	// are all equal; the relative test allows for rounding.
+	det := s*sxx - sx*sx
+	if len(sizes) < 2 || det <= 1e-12*s*sxx {
+		return Linear{}, errors.New("sim: fitting a line needs at least two distinct sizes")
+	}
+	b := (s*sxy - sx*sy) / det
+	a := (sy - b*sx) / s
+	if a < 0 {
+		a, b = 0, sxy/sxx
+	}
+	return Linear{PerCallNS: a, PerElementNS: b}, nil
+}

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/experiments"
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/profile"
+	"github.com/ssfusion/ssfusion/sim"
+	"github.com/ssfusion/ssfusion/trainer"
+)
+
+// simulateFlags are the simulate command's settings.
+type simulateFlags struct {
+	profiles, pipelines, bandwidths []string
+	workers                         []int
+	latency                         time.Duration
+	allreduce                       string
+	perNode                         int
+	intraBandwidth                  string
+	intraLatency                    time.Duration
+	density, fusionMB, speed        float64
+	selectionSpeed                  float64
+	selector                        string
+	selectThreshold                 int
+	steps, warmup                   int
+	out                             string
+	validate                        bool
+	validation                      string
+	tolerance                       float64
+}
+
+func newSimulateCommand() *cobra.Command {
+	var f simulateFlags
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Predict every pipeline's throughput at 8 to 256 workers on cluster networks",
+		Long: `Run each pipeline's own code on a virtual clock at the scales and on the networks
+given, and write predicted iteration time, samples/s, scaling efficiency and the step's
+breakdown (compute, blocking selection, exposed communication) to --out: report.md,
+results.csv, simulation.json and PNG plots.
+
+A simulated step replays the model's compute from a profile (--profile: a shipped model,
+` + strings.Join(profile.Architectures(), ", ") + `, or a JSON file such as one written by
+train --profile-out), pushes synthetic gradients into the pipeline as backprop would, and
+times selections with a model fitted to this project's selector benchmarks and collectives
+with an alpha-beta network model. One rank stands for all: the ranks are taken to be
+identical, so memory is that of one rank.
+
+At 10 and 56 Gbit/s, unless --latency is given, the network uses the constants found in
+SAFusion's code (PAPERS.md); other bandwidths take beta = 8/bandwidth and alpha =
+--latency (default 50µs). --gpus-per-node > 1 makes collectives hierarchical over a faster
+link inside each node.
+
+Unless --validate=false, the simulator first checks itself against runs measured on this
+machine (experiments/validation.yaml: every pipeline at 2 and 4 workers over emulated links,
+trained once and kept in --out/validation), and the report opens with the table of predicted
+against measured step times.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.profiles, "profile", []string{"resnet50", "bert-base"}, "model profiles: shipped names or JSON files")
+	fl.StringSliceVar(&f.pipelines, "pipelines", []string{"dense", "pertensor", "multitensor", "ssfusion", "safusion", "exdyna"}, "pipelines to simulate")
+	fl.IntSliceVar(&f.workers, "workers", []int{8, 16, 32, 64, 128, 256}, "worker counts")
+	fl.StringSliceVar(&f.bandwidths, "bandwidth", []string{"10Gbit", "100Gbit"}, "link bandwidths between nodes, e.g. 10Gbit,100Gbit")
+	fl.DurationVar(&f.latency, "latency", 0, "per-message start-up time alpha (0: the 10/56 Gbit constants, else 50µs)")
+	fl.StringVar(&f.allreduce, "allreduce", "ring", "allreduce algorithm: ring, tree, rd, ours or auto")
+	fl.IntVar(&f.perNode, "gpus-per-node", 1, "ranks per node; above 1, collectives are hierarchical")
+	fl.StringVar(&f.intraBandwidth, "intra-bandwidth", "300Gbit", "link bandwidth inside a node (with --gpus-per-node > 1)")
+	fl.DurationVar(&f.intraLatency, "intra-latency", 10*time.Microsecond, "per-message start-up time inside a node")
+	fl.Float64Var(&f.density, "density", 0.01, "fraction of gradient elements the sparsifying pipelines send")
+	fl.Float64Var(&f.fusionMB, "fusion-mb", trainer.Defaults().FusionMB, "fusion buffer size in MiB")
+	fl.StringVar(&f.selector, "selector", "topk", "selector: "+strings.Join(pipeline.SelectorNames(), ", "))
+	fl.IntVar(&f.selectThreshold, "select-threshold", trainer.Defaults().SelectThreshold, "SSFusion: tensors of at least this many elements are sparsified")
+	fl.Float64Var(&f.speed, "speed", 1, "compute speed factor: the profile's times are divided by it")
+	fl.Float64Var(&f.selectionSpeed, "selection-speed", 1, "selection speed factor: the selection model's times are divided by it")
+	fl.IntVar(&f.steps, "steps", sim.DefaultSteps, "steps simulated per job")
+	fl.IntVar(&f.warmup, "warmup", sim.DefaultWarmup, "first steps left out of the averages")
+	fl.StringVar(&f.out, "out", filepath.Join("results", "simulate"), "folder for the report, tables and plots")
+	fl.BoolVar(&f.validate, "validate", true, "check the simulator against runs measured on this machine first")
+	fl.StringVar(&f.validation, "validation", filepath.Join("experiments", "validation.yaml"), "experiment whose runs the validation measures")
+	fl.Float64Var(&f.tolerance, "tolerance", 0.15, "validation: largest relative error of a prediction accepted")
+	return cmd
+}
+
+func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
+	profiles, err := loadProfiles(f.profiles, f.speed)
+	if err != nil {
+		return err
+	}
+	nets, err := simNetworks(f)
+	if err != nil {
+		return err
+	}
+	for _, p := range f.pipelines {
+		if _, ok := pipelines[p]; !ok {
+			return fmt.Errorf("unknown pipeline %q", p)
+		}
+	}
+	for _, w := range f.workers {
+		if w < 1 {
+			return fmt.Errorf("--workers: %d is not a worker count", w)
+		}
+	}
+	selection := sim.DefaultSelectionModel()
+	if f.selectionSpeed != 1 {
+		if !(f.selectionSpeed > 0) {
+			return fmt.Errorf("--selection-speed must be positive, got %g", f.selectionSpeed)
+		}
+		selection = selection.Scaled(f.selectionSpeed)
+	}
+	report := &sim.Report{Setting: simSetting(f, nets)}
+	if f.validate {
+		v, err := validateSimulator(cmd, f, selection)
+		if err != nil {
+			return err
+		}
+		report.Validation = v
+	}
+	sweep := &sim.Sweep{
+		Profiles: profiles, Pipelines: f.pipelines, Workers: f.workers, Networks: nets, Selection: selection,
+		Factory: func(name string, net sim.Net) (sim.Factory, error) { return simFactory(f, name, net, selection) },
+		Density: f.density, Steps: f.steps, Warmup: f.warmup, Seed: 1,
+	}
+	bar := newJobBar(sweep.Jobs(), "simulation")
+	sweep.Progress = bar.progress
+	points, err := sweep.Run()
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	report.Points = points
+	if err := report.Write(f.out); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s", sim.Summary(points))
+	fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", filepath.Join(f.out, "report.md"))
+	if report.Validation != nil {
+		if err := report.Validation.Check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadProfiles reads each --profile: a shipped name, or a JSON file.
+func loadProfiles(names []string, speed float64) ([]*profile.Profile, error) {
+	var out []*profile.Profile
+	for _, name := range names {
+		var p *profile.Profile
+		var err error
+		if strings.HasSuffix(name, ".json") || strings.ContainsRune(name, os.PathSeparator) {
+			p, err = profile.Load(name)
+		} else if p, err = profile.Builtin(name); err != nil {
+			err = fmt.Errorf("--profile %s: not a shipped model (%s) nor a .json file: %w", name, strings.Join(profile.Architectures(), ", "), err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if p, err = p.Scaled(speed); err != nil {
+			return nil, fmt.Errorf("--speed: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// simNetworks builds one network per --bandwidth.
+func simNetworks(f *simulateFlags) ([]sim.Net, error) {
+	alg, err := dist.ParseAlgorithm(f.allreduce)
+	if err != nil {
+		return nil, fmt.Errorf("--allreduce: %w", err)
+	}
+	var intra dist.Link
+	if f.perNode > 1 {
+		bps, err := dist.ParseBandwidth(f.intraBandwidth)
+		if err != nil || bps <= 0 {
+			return nil, fmt.Errorf("--intra-bandwidth %q: want a positive rate such as 300Gbit", f.intraBandwidth)
+		}
+		intra = dist.LinkFor(bps, f.intraLatency)
+	}
+	var nets []sim.Net
+	for _, b := range f.bandwidths {
+		bps, err := dist.ParseBandwidth(b)
+		if err != nil || bps <= 0 {
+			return nil, fmt.Errorf("--bandwidth %q: want a positive rate such as 10Gbit", b)
+		}
+		inter, preset := dist.NetworkPreset(bps)
+		if !preset || f.latency > 0 {
+			latency := f.latency
+			if latency == 0 {
+				latency = 50 * time.Microsecond
+			}
+			inter = dist.LinkFor(bps, latency)
+		}
+		n := dist.Network{Inter: inter, Intra: intra, PerNode: f.perNode, AllReduceAlg: alg}
+		if err := n.Check(); err != nil {
+			return nil, fmt.Errorf("network at %s: %w", b, err)
+		}
+		nets = append(nets, sim.Net{Name: b, Model: n})
+	}
+	return nets, nil
+}
+
+// simFactory builds pipeline name as train would, planning with net's cost where a
+// pipeline plans with one.
+func simFactory(f *simulateFlags, name string, net sim.Net, selection sim.SelectionModel) (sim.Factory, error) {
+	build, ok := pipelines[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown pipeline %q", name)
+	}
+	cfg := trainer.Defaults()
+	cfg.Pipeline, cfg.Density, cfg.FusionMB = name, f.density, f.fusionMB
+	cfg.Selector, cfg.SelectThreshold = f.selector, f.selectThreshold
+	cfg.CostAlpha, cfg.CostBeta = net.Model.Inter.Alpha, net.Model.Inter.Beta
+	cfg.SelectNS = selection.Time(f.selector, 1<<20).Seconds() * 1e9 / (1 << 20)
+	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return build(&cfg, comm, tensors)
+	}, nil
+}
+
+func simSetting(f *simulateFlags, nets []sim.Net) map[string]string {
+	s := map[string]string{
+		"density":   fmt.Sprint(f.density),
+		"fusion":    fmt.Sprintf("%g MiB", f.fusionMB),
+		"selector":  f.selector,
+		"steps":     fmt.Sprintf("%d, of which %d warm-up", f.steps, f.warmup),
+		"speed":     fmt.Sprintf("compute x%g, selection x%g", f.speed, f.selectionSpeed),
+		"threshold": fmt.Sprintf("SSFusion sparsifies tensors of at least %d elements", f.selectThreshold),
+	}
+	for _, n := range nets {
+		s["network "+n.Name] = n.Model.String()
+	}
+	return s
+}
+
+// validateSimulator trains the validation experiment's cells (once: finished cells are
+// kept), then predicts each from the profile it measured.
+func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.SelectionModel) (*sim.Validation, error) {
+	spec, err := experiments.Load(f.validation)
+	if err != nil {
+		return nil, err
+	}
+	results := filepath.Join(f.out)
+	cells, err := spec.Expand(results)
+	if err != nil {
+		return nil, fmt.Errorf("experiment %s: %w", f.validation, err)
+	}
+	for i := range cells {
+		cells[i].Config.ProfileOut = filepath.Join(cells[i].Config.Out, "profile.json")
+	}
+	if err := preflight(f.validation, cells); err != nil {
+		return nil, err
+	}
+	show := newCellDisplay(len(cells))
+	show.logf("validation: measuring %d runs of %s (kept in %s for later runs)", len(cells), f.validation, filepath.Join(results, spec.Name))
+	r := experiments.Runner{Train: show.train, Progress: show.progress}
+	_, err = r.Run(cmd.Context(), cells)
+	show.finish()
+	if err != nil {
+		return nil, fmt.Errorf("validation runs: %w", err)
+	}
+	v := &sim.Validation{Tolerance: f.tolerance}
+	for _, c := range cells {
+		row, setting, err := predictCell(c, selection)
+		if err != nil {
+			return nil, fmt.Errorf("validation cell %s: %w", c.Name, err)
+		}
+		v.Rows = append(v.Rows, row)
+		v.Setting = setting
+	}
+	return v, nil
+}
+
+// predictCell simulates one measured run from its own profile and configuration, on the
+// network its links were emulated as, with ranks that move real data as the run's did.
+func predictCell(c experiments.Cell, selection sim.SelectionModel) (sim.ValidationRow, string, error) {
+	cfg := c.Config
+	var sum trainer.Summary
+	data, err := os.ReadFile(filepath.Join(cfg.Out, "summary.json"))
+	if err != nil {
+		return sim.ValidationRow{}, "", err
+	}
+	if err := json.Unmarshal(data, &sum); err != nil {
+		return sim.ValidationRow{}, "", fmt.Errorf("reading %s: %w", filepath.Join(cfg.Out, "summary.json"), err)
+	}
+	prof, err := profile.Load(cfg.ProfileOut)
+	if err != nil {
+		return sim.ValidationRow{}, "", err
+	}
+	net, err := emulatedNetwork(&cfg)
+	if err != nil {
+		return sim.ValidationRow{}, "", err
+	}
+	build := pipelines[cfg.Pipeline]
+	res, err := sim.Simulate(sim.Job{
+		Profile: prof, Workers: cfg.Workers, Network: net, Selection: selection, Real: true, Seed: 1, Density: cfg.Density,
+		Pipeline: func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) { return build(&cfg, comm, tensors) },
+	})
+	if err != nil {
+		return sim.ValidationRow{}, "", err
+	}
+	setting := fmt.Sprintf("%s on %s, batch %d per worker, %d steps, links emulated at %s; the network model is our transport's algorithms on %s.",
+		cfg.Model, cfg.Dataset, cfg.BatchSize, sum.Steps, cfg.Bandwidth, net)
+	return sim.ValidationRow{Pipeline: cfg.Pipeline, Workers: cfg.Workers, MeasuredMS: sum.Throughput.StepMS.Total, PredictedMS: res.IterationMS}, setting, nil
+}
+
+// emulatedNetwork is the cost model of a run's emulated links: beta from the bandwidth,
+// alpha from the latency plus what one collective costs our transport on this machine.
+func emulatedNetwork(cfg *trainer.Config) (dist.Network, error) {
+	bps, err := dist.ParseBandwidth(cfg.Bandwidth)
+	if err != nil || bps <= 0 {
+		return dist.Network{}, errors.New("the validation runs need an emulated bandwidth")
+	}
+	var latency time.Duration
+	if cfg.Latency != "" {
+		if latency, err = time.ParseDuration(cfg.Latency); err != nil {
+			return dist.Network{}, fmt.Errorf("latency %q: %w", cfg.Latency, err)
+		}
+	}
+	return dist.Network{Inter: dist.LinkFor(bps, latency+transportOverhead), AllReduceAlg: dist.Ours}, nil
+}
+
+// transportOverhead is the start-up time of one collective of our TCP transport between
+// processes on one machine, beyond the emulated latency.
+const transportOverhead = 0
+
+// jobBar shows a sweep's progress: a bar on a terminal, a line per job otherwise.
+type jobBar struct {
+	bar  *progressbar.ProgressBar
+	what string
+}
+
+func newJobBar(jobs int, what string) *jobBar {
+	b := &jobBar{what: what}
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		b.bar = progressbar.NewOptions(jobs, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetItsString("job"),
+			progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true), progressbar.OptionSetWidth(20),
+			progressbar.OptionThrottle(200*time.Millisecond))
+	}
+	return b
+}
+
+func (b *jobBar) progress(done, total int, job string) {
+	if b.bar == nil {
+		fmt.Fprintf(os.Stderr, "%s %d/%d: %s\n", b.what, done+1, total, job)
+		return
+	}
+	b.bar.Set(done)
+	b.bar.Describe(job)
+}
+
+func (b *jobBar) finish() {
+	if b.bar != nil {
+		b.bar.Finish()
+		fmt.Fprintln(os.Stderr)
+	}
+}
