@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ type simulateFlags struct {
 	validate                        bool
 	validation                      string
 	tolerance                       float64
+	parallel                        int
 }
 
 func newSimulateCommand() *cobra.Command {
@@ -88,6 +90,7 @@ against measured step times.`,
 	fl.Float64Var(&f.selectionSpeed, "selection-speed", 1, "selection speed factor: the selection model's times are divided by it")
 	fl.IntVar(&f.steps, "steps", sim.DefaultSteps, "steps simulated per job")
 	fl.IntVar(&f.warmup, "warmup", sim.DefaultWarmup, "first steps left out of the averages")
+	fl.IntVar(&f.parallel, "jobs", runtime.NumCPU(), "simulations run at once (each holds one rank's gradients and buffers)")
 	fl.StringVar(&f.out, "out", filepath.Join("results", "simulate"), "folder for the report, tables and plots")
 	fl.BoolVar(&f.validate, "validate", true, "check the simulator against runs measured on this machine first")
 	fl.StringVar(&f.validation, "validation", filepath.Join("experiments", "validation.yaml"), "experiment whose runs the validation measures")
@@ -132,7 +135,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	sweep := &sim.Sweep{
 		Profiles: profiles, Pipelines: f.pipelines, Workers: f.workers, Networks: nets, Selection: selection,
 		Factory: func(name string, net sim.Net) (sim.Factory, error) { return simFactory(f, name, net, selection) },
-		Density: f.density, Steps: f.steps, Warmup: f.warmup, Seed: 1,
+		Density: f.density, Steps: f.steps, Warmup: f.warmup, Seed: 1, Parallel: f.parallel,
 	}
 	bar := newJobBar(sweep.Jobs(), "simulation")
 	sweep.Progress = bar.progress
@@ -284,35 +287,46 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 	return v, nil
 }
 
-// predictCell simulates one measured run from its own profile and configuration, on the
-// network its links were emulated as, with ranks that move real data as the run's did.
+// predictCell predicts one measured cell of the validation experiment.
 func predictCell(c experiments.Cell, selection sim.SelectionModel) (sim.ValidationRow, string, error) {
-	cfg := c.Config
-	var sum trainer.Summary
-	data, err := os.ReadFile(filepath.Join(cfg.Out, "summary.json"))
+	path := filepath.Join(c.Config.Out, "summary.json")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return sim.ValidationRow{}, "", err
 	}
+	var sum trainer.Summary
 	if err := json.Unmarshal(data, &sum); err != nil {
-		return sim.ValidationRow{}, "", fmt.Errorf("reading %s: %w", filepath.Join(cfg.Out, "summary.json"), err)
+		return sim.ValidationRow{}, "", fmt.Errorf("reading %s: %w", path, err)
 	}
+	return predictRun(&c.Config, &sum, selection)
+}
+
+// predictRun simulates a measured run from the profile it wrote and its configuration, on
+// the network its links were emulated as, with ranks that move real data as the run's did.
+// It returns the comparison and the setting in words.
+func predictRun(cfg *trainer.Config, sum *trainer.Summary, selection sim.SelectionModel) (sim.ValidationRow, string, error) {
 	prof, err := profile.Load(cfg.ProfileOut)
 	if err != nil {
 		return sim.ValidationRow{}, "", err
 	}
-	net, err := emulatedNetwork(&cfg)
+	net, err := emulatedNetwork(cfg)
 	if err != nil {
 		return sim.ValidationRow{}, "", err
 	}
-	build := pipelines[cfg.Pipeline]
+	build, ok := pipelines[cfg.Pipeline]
+	if !ok {
+		return sim.ValidationRow{}, "", fmt.Errorf("unknown pipeline %q", cfg.Pipeline)
+	}
 	res, err := sim.Simulate(sim.Job{
 		Profile: prof, Workers: cfg.Workers, Network: net, Selection: selection, Real: true, Seed: 1, Density: cfg.Density,
-		Pipeline: func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) { return build(&cfg, comm, tensors) },
+		Pipeline: func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+			return build(cfg, comm, tensors)
+		},
 	})
 	if err != nil {
 		return sim.ValidationRow{}, "", err
 	}
-	setting := fmt.Sprintf("%s on %s, batch %d per worker, %d steps, links emulated at %s; the network model is our transport's algorithms on %s.",
+	setting := fmt.Sprintf("%s on %s, batch %d per worker, %d steps, links emulated at %s; each prediction replays the profile its run measured, on our transport's algorithms over %s.",
 		cfg.Model, cfg.Dataset, cfg.BatchSize, sum.Steps, cfg.Bandwidth, net)
 	return sim.ValidationRow{Pipeline: cfg.Pipeline, Workers: cfg.Workers, MeasuredMS: sum.Throughput.StepMS.Total, PredictedMS: res.IterationMS}, setting, nil
 }
@@ -355,7 +369,7 @@ func newJobBar(jobs int, what string) *jobBar {
 
 func (b *jobBar) progress(done, total int, job string) {
 	if b.bar == nil {
-		fmt.Fprintf(os.Stderr, "%s %d/%d: %s\n", b.what, done+1, total, job)
+		fmt.Fprintf(os.Stderr, "%s %d/%d done: %s\n", b.what, done, total, job)
 		return
 	}
 	b.bar.Set(done)

@@ -62,33 +62,19 @@ func newExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes
 	return f, x, nil
 }
 
-// mirror makes, from this rank's allgather message, the one rank would send if its
-// gradient were like this rank's: the same step, rank's partition, a count in proportion to
-// that partition's span and indices spread evenly over it. A simulated lone rank standing
-// for many (dist.NewSimRank) needs it: its own message, repeated, would name the wrong
-// partitions, and the union, and so the allreduce that follows, would be one rank's share
-// instead of everyone's.
+// mirror makes the allgather message rank would send in this step if its accumulated
+// gradient were this rank's: its partition scanned with the same threshold. That is exact
+// for identical ranks, whose residuals stay identical since everyone clears the same union.
+// A simulated lone rank standing for many (dist.NewSimRank) needs it: its own message,
+// repeated, would name the wrong partitions, and the union, and so the allreduce that
+// follows, would be one rank's share instead of everyone's.
 func (x *exDyna) mirror(send []byte, rank int) []byte {
 	if len(send) < exHeaderBytes {
 		return send // formUnion reports it
 	}
 	step := binary.LittleEndian.Uint64(send)
-	own := int(binary.LittleEndian.Uint32(send[8:]))
-	count := int(binary.LittleEndian.Uint32(send[12:]))
 	part := int((step + uint64(rank)) % uint64(len(x.counts)))
-	ownLo, ownHi := x.topo.span(own)
-	lo, hi := x.topo.span(part)
-	n := count
-	if ownHi > ownLo {
-		n = min(hi-lo, int(math.Round(float64(count)*float64(hi-lo)/float64(ownHi-ownLo))))
-	}
-	out := binary.LittleEndian.AppendUint64(make([]byte, 0, exHeaderBytes+4*n), step)
-	out = binary.LittleEndian.AppendUint32(out, uint32(part))
-	out = binary.LittleEndian.AppendUint32(out, uint32(n))
-	for j := range n {
-		out = binary.LittleEndian.AppendUint32(out, uint32(lo+j*(hi-lo)/n))
-	}
-	return out
+	return x.appendSelection(nil, step, part)
 }
 
 // The constants of the algorithm, as PAPERS.md gives them.
@@ -389,22 +375,30 @@ func (x *exDyna) sparse(step, k int) func() error {
 	p := x.comm.Size()
 	part := (step + x.comm.Rank()) % p
 	lo, hi := x.topo.span(part)
+	x.send = x.appendSelection(x.send[:0], uint64(step), part)
+	x.selTime = tm.Took(start, hi-lo)
+	h := x.comm.AllGatherVAsync(x.send)
+	return func() error { return x.exchange(h, step, k) }
+}
+
+// appendSelection appends to dst the message of a worker selecting in partition part of
+// step: the indices whose accumulated magnitude reaches tau.
+func (x *exDyna) appendSelection(dst []byte, step uint64, part int) []byte {
+	lo, hi := x.topo.span(part)
 	// |a| >= tau compares as integers: the bits of a non-negative float32 order like its
 	// value, so clearing the sign bit gives a key. float32(tau) may round, identically on
 	// every rank.
 	key := math.Float32bits(float32(x.tau))
-	x.send = binary.LittleEndian.AppendUint64(x.send[:0], uint64(step))
-	x.send = binary.LittleEndian.AppendUint32(x.send, uint32(part))
-	x.send = binary.LittleEndian.AppendUint32(x.send, 0) // count, filled in below
+	dst = binary.LittleEndian.AppendUint64(dst, step)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(part))
+	dst = binary.LittleEndian.AppendUint32(dst, 0) // count, filled in below
 	for i, a := range x.flat[lo:hi] {
 		if math.Float32bits(a)&0x7fffffff >= key {
-			x.send = binary.LittleEndian.AppendUint32(x.send, uint32(lo+i))
+			dst = binary.LittleEndian.AppendUint32(dst, uint32(lo+i))
 		}
 	}
-	binary.LittleEndian.PutUint32(x.send[12:], uint32((len(x.send)-exHeaderBytes)/4))
-	x.selTime = tm.Took(start, hi-lo)
-	h := x.comm.AllGatherVAsync(x.send)
-	return func() error { return x.exchange(h, step, k) }
+	binary.LittleEndian.PutUint32(dst[12:], uint32((len(dst)-exHeaderBytes)/4))
+	return dst
 }
 
 // exchange finishes a sparse step: it forms the union of the gathered indices, allreduces

@@ -34,6 +34,11 @@ type Profile struct {
 	TailMS float64 `json:"tail_ms,omitempty"`
 	// UpdateMS is the time after the gradients are aggregated: clipping and the optimizer.
 	UpdateMS float64 `json:"update_ms"`
+	// ComputeJitter, when measured, is each measured step's compute (forward, backward)
+	// over their mean. Ranks whose compute varies from step to step wait for the slowest
+	// at every collective; a simulation draws each rank's step from these ratios to show
+	// that. Empty: every step takes the same time.
+	ComputeJitter []float64 `json:"compute_jitter,omitempty"`
 }
 
 // Tensor is one gradient tensor.
@@ -87,6 +92,11 @@ func (p *Profile) Check() error {
 	for name, v := range map[string]float64{"forward_ms": p.ForwardMS, "tail_ms": p.TailMS, "update_ms": p.UpdateMS} {
 		if !validTime(v) {
 			return fmt.Errorf("%q must be a finite time >= 0, got %g", name, v)
+		}
+	}
+	for i, r := range p.ComputeJitter {
+		if !(r > 0) || math.IsInf(r, 0) {
+			return fmt.Errorf("compute_jitter[%d] must be a positive ratio, got %g", i, r)
 		}
 	}
 	seen := make(map[string]bool, len(p.Tensors))

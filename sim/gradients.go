@@ -65,5 +65,30 @@ func (g *Gradients) normalize(numel int, density float64, rng *rand.Rand) {
 	}
 }
 
-// Tensor is the gradient of the profile's i-th tensor (backprop order).
-func (g *Gradients) Tensor(i int) []float32 { return g.tensors[i] }
+// Fill writes into grad the gradient of the profile's i-th tensor (backprop order) in step
+// step. The values differ from step to step, rotated by a step-dependent offset and with a
+// step-dependent sign, so that the residuals of error feedback wander as they do in
+// training instead of growing by the same gradient every step, which would make a
+// threshold selector (ExDyna) pick ever more elements.
+func (g *Gradients) Fill(grad []float32, i, step int) {
+	src := g.tensors[i]
+	n := len(src)
+	h := mix(uint64(step)<<32 | uint64(i))
+	off := int(h % uint64(n))
+	copy(grad, src[off:])
+	copy(grad[n-off:], src[:off])
+	if h>>63 == 1 {
+		for j := range grad {
+			grad[j] = -grad[j]
+		}
+	}
+}
+
+// mix is SplitMix64's finaliser: a cheap hash whose bits all depend on all of x's.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}

@@ -187,7 +187,7 @@ func (rk *rankRun) run(steps int) ([]stepRecord, error) {
 	defer pipe.Close()
 	records := make([]stepRecord, 0, steps)
 	for s := range steps {
-		rec, err := rk.step(pipe)
+		rec, err := rk.step(pipe, s)
 		if err != nil {
 			return nil, fmt.Errorf("sim: rank %d, step %d: %w", rk.comm.Rank(), s, err)
 		}
@@ -197,32 +197,44 @@ func (rk *rankRun) run(steps int) ([]stepRecord, error) {
 }
 
 // step replays one training step's compute and pushes the gradients as they become ready.
-func (rk *rankRun) step(pipe pipeline.Pipeline) (stepRecord, error) {
+func (rk *rankRun) step(pipe pipeline.Pipeline, step int) (stepRecord, error) {
 	prof := rk.job.Profile
 	n := len(prof.Tensors)
+	scale := rk.jitter(step)
 	start := rk.clock.Elapsed()
-	rk.clock.Advance(profile.Duration(prof.ForwardMS))
+	rk.clock.Advance(profile.Duration(scale * prof.ForwardMS))
 	for i, t := range prof.Tensors {
-		rk.clock.Advance(profile.Duration(t.BackwardMS))
+		rk.clock.Advance(profile.Duration(scale * t.BackwardMS))
 		id := n - 1 - i
 		grad := rk.tensors[id].Grad
-		copy(grad, rk.grads.Tensor(i))
+		rk.grads.Fill(grad, i, step)
 		if err := pipe.Push(id, grad); err != nil {
 			return stepRecord{}, err
 		}
 	}
-	rk.clock.Advance(profile.Duration(prof.TailMS))
+	rk.clock.Advance(profile.Duration(scale * prof.TailMS))
 	backward := rk.clock.Elapsed() - start
 	if err := pipe.Wait(); err != nil {
 		return stepRecord{}, err
 	}
 	rk.clock.Advance(profile.Duration(prof.UpdateMS))
-	pure := profile.Duration(prof.ForwardMS + prof.BackwardMS())
+	pure := profile.Duration(scale * (prof.ForwardMS + prof.BackwardMS()))
 	return stepRecord{
 		iteration: rk.clock.Elapsed() - start,
 		blocking:  max(0, backward-pure),
 		metrics:   pipe.Metrics(),
 	}, nil
+}
+
+// jitter is the factor of this rank's compute in step: a ratio drawn from the profile's
+// ComputeJitter, so that ranks of a real job straggle as the measured one did, or 1.
+func (rk *rankRun) jitter(step int) float64 {
+	ratios := rk.job.Profile.ComputeJitter
+	if len(ratios) == 0 {
+		return 1
+	}
+	h := mix(rk.job.Seed ^ uint64(rk.comm.Rank())<<40 ^ uint64(step))
+	return ratios[h%uint64(len(ratios))]
 }
 
 // aggregated copies the rank's gradients, which hold the last step's aggregate.

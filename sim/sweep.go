@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/profile"
@@ -27,7 +28,10 @@ type Sweep struct {
 	Density       float64
 	Steps, Warmup int
 	Seed          uint64
-	// Progress, if set, is told before each job starts.
+	// Parallel is how many jobs run at once (at least one). Each holds one rank's
+	// gradients, residuals and buffers.
+	Parallel int
+	// Progress, if set, is told after each job ends; calls do not overlap.
 	Progress func(done, total int, job string)
 }
 
@@ -47,10 +51,68 @@ func (s *Sweep) Jobs() int {
 	return len(s.Profiles) * len(s.Networks) * len(s.Pipelines) * len(s.Workers)
 }
 
+// sweepJob is one job of a sweep and where its point goes.
+type sweepJob struct {
+	index int
+	label string
+	model string
+	net   string
+	pipe  string
+	job   Job
+}
+
 // Run simulates every combination, one rank standing for all, and returns the points in
-// the order profile, network, pipeline, workers.
+// the order profile, network, pipeline, workers. Up to Parallel jobs run at once.
 func (s *Sweep) Run() ([]Point, error) {
-	points := make([]Point, 0, s.Jobs())
+	jobs, err := s.plan()
+	if err != nil {
+		return nil, err
+	}
+	points := make([]Point, len(jobs))
+	queue := make(chan sweepJob)
+	var (
+		mu    sync.Mutex
+		done  int
+		first error
+	)
+	var wg sync.WaitGroup
+	for range max(1, s.Parallel) {
+		wg.Go(func() {
+			for j := range queue {
+				res, err := Simulate(j.job)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = fmt.Errorf("simulating %s: %w", j.label, err)
+				}
+				points[j.index] = newPoint(j.model, j.net, j.pipe, res)
+				done++
+				if s.Progress != nil {
+					s.Progress(done, len(jobs), j.label)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, j := range jobs {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		queue <- j
+	}
+	close(queue)
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	return points, nil
+}
+
+// plan builds the sweep's jobs, checking every network and pipeline before any runs.
+func (s *Sweep) plan() ([]sweepJob, error) {
+	var jobs []sweepJob
 	for _, prof := range s.Profiles {
 		grads := NewGradients(prof, s.Seed, s.Density)
 		for _, net := range s.Networks {
@@ -63,21 +125,17 @@ func (s *Sweep) Run() ([]Point, error) {
 					return nil, fmt.Errorf("pipeline %s: %w", name, err)
 				}
 				for _, w := range s.Workers {
-					label := fmt.Sprintf("%s, %s, %s, %d workers", prof.Model, net.Name, name, w)
-					if s.Progress != nil {
-						s.Progress(len(points), s.Jobs(), label)
-					}
-					res, err := Simulate(Job{Profile: prof, Workers: w, Network: net.Model, Selection: s.Selection,
-						Pipeline: factory, Steps: s.Steps, Warmup: s.Warmup, Gradients: grads, Seed: s.Seed, Density: s.Density})
-					if err != nil {
-						return nil, fmt.Errorf("simulating %s: %w", label, err)
-					}
-					points = append(points, newPoint(prof.Model, net.Name, name, res))
+					jobs = append(jobs, sweepJob{
+						index: len(jobs), label: fmt.Sprintf("%s, %s, %s, %d workers", prof.Model, net.Name, name, w),
+						model: prof.Model, net: net.Name, pipe: name,
+						job: Job{Profile: prof, Workers: w, Network: net.Model, Selection: s.Selection, Pipeline: factory,
+							Steps: s.Steps, Warmup: s.Warmup, Gradients: grads, Seed: s.Seed, Density: s.Density},
+					})
 				}
 			}
 		}
 	}
-	return points, nil
+	return jobs, nil
 }
 
 func newPoint(model, network, pipeline string, res Result) Point {

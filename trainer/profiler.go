@@ -148,7 +148,37 @@ func (p *profiler) result(params []nets.Param) (prof *profile.Profile, used int,
 	for i, id := range p.order {
 		prof.Tensors[i] = profile.Tensor{Name: params[id].Name, Numel: params[id].Numel(), BackwardMS: mean[i+1]}
 	}
+	prof.ComputeJitter = p.jitter(first)
 	return prof, steps - first, nil
+}
+
+// maxJitter caps how many step ratios a profile keeps; a long run keeps an even sample.
+const maxJitter = 512
+
+// jitter returns each step's compute (every field but the update) over the mean of those,
+// for the steps from first on.
+func (p *profiler) jitter(first int) []float64 {
+	k := p.fields()
+	used := p.steps() - first
+	stride := max(1, (used+maxJitter-1)/maxJitter)
+	var totals []float64
+	sum := 0.0
+	for s := first; s < p.steps(); s += stride {
+		t := 0.0
+		for f := range k - 1 {
+			t += ms(p.times[s*k+f])
+		}
+		if t <= 0 {
+			return nil // nothing was timed: no ratios to give
+		}
+		totals = append(totals, t)
+		sum += t
+	}
+	mean := sum / float64(len(totals))
+	for i := range totals {
+		totals[i] /= mean
+	}
+	return totals
 }
 
 // means returns, per field, the mean in milliseconds over the steps from first on. Means,
