@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/sim"
@@ -56,4 +60,70 @@ func measureAndPredict(t *testing.T, name string, workers int, selection sim.Sel
 		t.Fatalf("%s at %d workers: %v", name, workers, err)
 	}
 	return row
+}
+
+// runSimulateArgs runs `simulate args...` and returns its error.
+func runSimulateArgs(t *testing.T, args ...string) error {
+	t.Helper()
+	root := newRootCommand()
+	root.SetArgs(append([]string{"simulate"}, args...))
+	root.SetOut(io.Discard)
+	return root.Execute()
+}
+
+func TestSimulateRejectsBadFlags(t *testing.T) {
+	out := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--profile", "resnet9000"}, "resnet9000"},
+		{[]string{"--profile", filepath.Join(out, "missing.json")}, "missing.json"},
+		{[]string{"--pipelines", "dense,fastest"}, "fastest"},
+		{[]string{"--bandwidth", "fast"}, "fast"},
+		{[]string{"--workers", "0"}, "--workers"},
+		{[]string{"--allreduce", "butterfly"}, "butterfly"},
+		{[]string{"--speed", "0"}, "speed"},
+		{[]string{"--selection-speed", "-1"}, "selection-speed"},
+		{[]string{"--gpus-per-node", "8", "--intra-bandwidth", "slow"}, "intra-bandwidth"},
+	} {
+		err := runSimulateArgs(t, append(tc.args, "--validate=false", "--out", out)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("simulate %v: error %v, want one naming %q", tc.args, err, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Errorf("bad flags left %d files in --out", len(entries))
+	}
+}
+
+// TestSimulateWritesReport runs a small sweep through the command and checks what it wrote.
+func TestSimulateWritesReport(t *testing.T) {
+	out := t.TempDir()
+	if err := runSimulateArgs(t, "--validate=false", "--profile", "resnet50", "--pipelines", "dense,ssfusion",
+		"--workers", "8,16", "--bandwidth", "10Gbit", "--steps", "4", "--warmup", "2", "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "simulation.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 4 {
+		t.Fatalf("%d points, want 2 pipelines x 2 scales", len(rep.Points))
+	}
+	for _, p := range rep.Points {
+		if p.IterationMS < p.ComputeMS || p.SamplesPerS <= 0 || p.Efficiency <= 0 || p.Efficiency > 1 {
+			t.Errorf("%s at %d workers: iteration %.1f ms, compute %.1f ms, %.0f samples/s, efficiency %.2f",
+				p.Pipeline, p.Workers, p.IterationMS, p.ComputeMS, p.SamplesPerS, p.Efficiency)
+		}
+	}
+	for _, name := range []string{"report.md", "results.csv", "resnet50-10Gbit-throughput.png", "resnet50-10Gbit-efficiency.png", "resnet50-10Gbit-breakdown.png"} {
+		if fi, err := os.Stat(filepath.Join(out, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }
