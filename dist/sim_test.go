@@ -33,7 +33,9 @@ func TestSimRingAllReduceIsTheFormula(t *testing.T) {
 // largest contribution.
 type fixedCost struct{}
 
-func (fixedCost) AllReduce(size, bytes int) time.Duration { return time.Millisecond + time.Duration(bytes) }
+func (fixedCost) AllReduce(size, bytes int) time.Duration {
+	return time.Millisecond + time.Duration(bytes)
+}
 func (fixedCost) AllGatherV(size int, bytes []int) time.Duration {
 	most := 0
 	for _, b := range bytes {
