@@ -34,11 +34,12 @@ type Profile struct {
 	TailMS float64 `json:"tail_ms,omitempty"`
 	// UpdateMS is the time after the gradients are aggregated: clipping and the optimizer.
 	UpdateMS float64 `json:"update_ms"`
-	// ComputeJitter, when measured, is each measured step's compute (forward, backward)
-	// over their mean. Ranks whose compute varies from step to step wait for the slowest
-	// at every collective; a simulation draws each rank's step from these ratios to show
-	// that. Empty: every step takes the same time.
-	ComputeJitter []float64 `json:"compute_jitter,omitempty"`
+	// ComputeJitter, when measured, holds by step every rank's compute (forward and
+	// backward) over the mean of all: ranks whose compute varies wait for the slowest at
+	// every collective, and a simulation replays measured steps, one row for all its
+	// ranks, so that they straggle as much, and as much together, as the measured ones.
+	// Empty: every step takes the same time.
+	ComputeJitter [][]float64 `json:"compute_jitter,omitempty"`
 }
 
 // Tensor is one gradient tensor.
@@ -94,9 +95,14 @@ func (p *Profile) Check() error {
 			return fmt.Errorf("%q must be a finite time >= 0, got %g", name, v)
 		}
 	}
-	for i, r := range p.ComputeJitter {
-		if !(r > 0) || math.IsInf(r, 0) {
-			return fmt.Errorf("compute_jitter[%d] must be a positive ratio, got %g", i, r)
+	for i, row := range p.ComputeJitter {
+		if len(row) == 0 || len(row) != len(p.ComputeJitter[0]) {
+			return fmt.Errorf("compute_jitter[%d] has %d ranks, the first step %d", i, len(row), len(p.ComputeJitter[0]))
+		}
+		for r, v := range row {
+			if !(v > 0) || math.IsInf(v, 0) {
+				return fmt.Errorf("compute_jitter[%d][%d] must be a positive ratio, got %g", i, r, v)
+			}
 		}
 	}
 	seen := make(map[string]bool, len(p.Tensors))

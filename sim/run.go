@@ -226,15 +226,17 @@ func (rk *rankRun) step(pipe pipeline.Pipeline, step int) (stepRecord, error) {
 	}, nil
 }
 
-// jitter is the factor of this rank's compute in step: a ratio drawn from the profile's
-// ComputeJitter, so that ranks of a real job straggle as the measured one did, or 1.
+// jitter is the factor of this rank's compute in step, from the profile's ComputeJitter: a
+// measured step drawn for the simulated step, the same for every rank, and the rank's
+// column of it (ranks beyond the measured ones reuse columns), so that ranks straggle as
+// the measured ones did. 1 without jitter.
 func (rk *rankRun) jitter(step int) float64 {
-	ratios := rk.job.Profile.ComputeJitter
-	if len(ratios) == 0 {
+	rows := rk.job.Profile.ComputeJitter
+	if len(rows) == 0 {
 		return 1
 	}
-	h := mix(rk.job.Seed ^ uint64(rk.comm.Rank())<<40 ^ uint64(step))
-	return ratios[h%uint64(len(ratios))]
+	row := rows[mix(rk.job.Seed^uint64(step))%uint64(len(rows))]
+	return row[rk.comm.Rank()%len(row)]
 }
 
 // aggregated copies the rank's gradients, which hold the last step's aggregate.

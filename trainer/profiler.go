@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/profile"
 )
@@ -138,47 +139,74 @@ func (p *profiler) result(params []nets.Param) (prof *profile.Profile, used int,
 	if steps == 0 {
 		return nil, 0, errors.New("no training step was measured")
 	}
-	first := 0
-	if steps >= 2*warmupSteps {
-		first = warmupSteps
-	}
+	first := p.firstUsed()
 	mean := p.means(first)
 	prof = &profile.Profile{ForwardMS: mean[0], TailMS: mean[p.n+1], UpdateMS: mean[p.n+2]}
 	prof.Tensors = make([]profile.Tensor, p.n)
 	for i, id := range p.order {
 		prof.Tensors[i] = profile.Tensor{Name: params[id].Name, Numel: params[id].Numel(), BackwardMS: mean[i+1]}
 	}
-	prof.ComputeJitter = p.jitter(first)
 	return prof, steps - first, nil
 }
 
-// maxJitter caps how many step ratios a profile keeps; a long run keeps an even sample.
-const maxJitter = 512
+// firstUsed is the first step the profile averages: the warm-up is left out when there are
+// enough steps.
+func (p *profiler) firstUsed() int {
+	if p.steps() >= 2*warmupSteps {
+		return warmupSteps
+	}
+	return 0
+}
 
-// jitter returns each step's compute (every field but the update) over the mean of those,
-// for the steps from first on.
-func (p *profiler) jitter(first int) []float64 {
+// stepTotals returns each averaged step's compute in milliseconds: every field but the
+// update.
+func (p *profiler) stepTotals() []float64 {
 	k := p.fields()
-	used := p.steps() - first
-	stride := max(1, (used+maxJitter-1)/maxJitter)
 	var totals []float64
-	sum := 0.0
-	for s := first; s < p.steps(); s += stride {
+	for s := p.firstUsed(); s < p.steps(); s++ {
 		t := 0.0
 		for f := range k - 1 {
 			t += ms(p.times[s*k+f])
 		}
-		if t <= 0 {
-			return nil // nothing was timed: no ratios to give
-		}
 		totals = append(totals, t)
-		sum += t
-	}
-	mean := sum / float64(len(totals))
-	for i := range totals {
-		totals[i] /= mean
 	}
 	return totals
+}
+
+// maxJitter caps how many steps a profile's jitter keeps; a long run keeps an even sample.
+const maxJitter = 512
+
+// jitterMatrix turns every rank's step totals (byRank[r][s]) into the profile's
+// ComputeJitter: by step, every rank's compute over the mean of all. It returns nil when
+// the ranks measured different numbers of steps or nothing was timed.
+func jitterMatrix(byRank [][]float64) [][]float64 {
+	if len(byRank) == 0 || len(byRank[0]) == 0 {
+		return nil
+	}
+	steps := len(byRank[0])
+	sum := 0.0
+	for _, totals := range byRank {
+		if len(totals) != steps {
+			return nil
+		}
+		for _, t := range totals {
+			if !(t > 0) {
+				return nil // nothing was timed: no ratios to give
+			}
+			sum += t
+		}
+	}
+	mean := sum / float64(steps*len(byRank))
+	stride := max(1, (steps+maxJitter-1)/maxJitter)
+	var out [][]float64
+	for s := 0; s < steps; s += stride {
+		row := make([]float64, len(byRank))
+		for r, totals := range byRank {
+			row[r] = totals[s] / mean
+		}
+		out = append(out, row)
+	}
+	return out
 }
 
 // means returns, per field, the mean in milliseconds over the steps from first on. Means,
@@ -199,6 +227,33 @@ func (p *profiler) means(first int) []float64 {
 	return mean
 }
 
+// gatherJitter gives rank 0 every rank's compute per step, for the profile's jitter. Every
+// rank of a job that trained to the end calls it, in the same place.
+func (r *run) gatherJitter() error {
+	own := r.prof.stepTotals()
+	if r.comm == nil {
+		r.jitter = jitterMatrix([][]float64{own})
+		return nil
+	}
+	send := make([]float32, len(own))
+	for i, t := range own {
+		send[i] = float32(t)
+	}
+	all, err := dist.AllGatherFloat32(r.comm, send)
+	if err != nil {
+		return fmt.Errorf("gathering the ranks' step times for the profile: %w", err)
+	}
+	byRank := make([][]float64, len(all))
+	for rank, totals := range all {
+		byRank[rank] = make([]float64, len(totals))
+		for i, t := range totals {
+			byRank[rank][i] = float64(t)
+		}
+	}
+	r.jitter = jitterMatrix(byRank)
+	return nil
+}
+
 // writeProfile writes what the profiler measured to --profile-out.
 func (r *run) writeProfile() error {
 	prof, used, err := r.prof.result(r.params)
@@ -209,7 +264,7 @@ func (r *run) writeProfile() error {
 	if err != nil {
 		host = "an unknown host"
 	}
-	prof.Model, prof.BatchSize = r.cfg.Model, r.cfg.BatchSize
+	prof.Model, prof.BatchSize, prof.ComputeJitter = r.cfg.Model, r.cfg.BatchSize, r.jitter
 	prof.Source = fmt.Sprintf("measured by train on %s in a %d-worker job with pipeline %s: mean of %d of %d steps",
 		host, r.world, r.cfg.Pipeline, used, r.prof.steps())
 	if err := prof.Save(r.cfg.ProfileOut); err != nil {

@@ -236,3 +236,23 @@ func TestProfileOutKey(t *testing.T) {
 		t.Fatalf("SSF_PROFILE_OUT: %v, got %q", err, got.ProfileOut)
 	}
 }
+
+func TestJitterMatrix(t *testing.T) {
+	got := jitterMatrix([][]float64{{10, 30}, {20, 20}}) // rank 0 then rank 1; mean 20
+	want := [][]float64{{0.5, 1}, {1.5, 1}}
+	if len(got) != 2 || got[0][0] != want[0][0] || got[0][1] != want[0][1] || got[1][0] != want[1][0] || got[1][1] != want[1][1] {
+		t.Errorf("jitter %v, want %v (by step, then rank)", got, want)
+	}
+	for _, bad := range [][][]float64{nil, {{}}, {{1, 2}, {1}}, {{1, 0}}} {
+		if m := jitterMatrix(bad); m != nil {
+			t.Errorf("jitterMatrix(%v) = %v, want nil", bad, m)
+		}
+	}
+	long := make([]float64, 3*maxJitter)
+	for i := range long {
+		long[i] = 1
+	}
+	if m := jitterMatrix([][]float64{long}); len(m) != maxJitter {
+		t.Errorf("%d steps kept of %d, want %d", len(m), len(long), maxJitter)
+	}
+}

@@ -64,6 +64,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 	}
 	defer r.close()
 	trainErr := r.train(ctx)
+	if trainErr == nil && r.prof != nil {
+		trainErr = r.gatherJitter()
+	}
 	s := r.summarize(trainErr)
 	if r.rank == 0 {
 		if err := writeOutputs(cfg.Out, s, r.rows); err != nil {
@@ -102,7 +105,8 @@ type run struct {
 	rank   int
 	world  int
 	pipe   pipeline.Pipeline
-	prof   *profiler // nil unless rank 0 writes --profile-out
+	prof   *profiler   // nil without --profile-out
+	jitter [][]float64 // every rank's step compute over the mean, gathered for the profile
 	opt    *SGD
 	sched  Schedule
 
@@ -169,12 +173,15 @@ func (r *run) setHook() error {
 			r.hookErr = err
 		}
 	}
-	if r.cfg.ProfileOut == "" || r.rank != 0 {
+	if r.cfg.ProfileOut == "" {
 		r.model.SetHook(push)
 		return nil
 	}
-	if err := checkProfileOut(r.cfg.ProfileOut); err != nil {
-		return err
+	// Every rank times its steps, for the profile's jitter; rank 0 writes the profile.
+	if r.rank == 0 {
+		if err := checkProfileOut(r.cfg.ProfileOut); err != nil {
+			return err
+		}
 	}
 	r.prof = newProfiler(len(r.params), r.totalSteps())
 	r.model.SetHook(func(id int, grad []float32) {
