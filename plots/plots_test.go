@@ -226,8 +226,8 @@ func TestDraw(t *testing.T) {
 	}
 }
 
-// checkPNG checks that path is a landscape PNG of the figure's size with enough drawn on it.
-func checkPNG(t *testing.T, path string) {
+// openFigure decodes the PNG at path and checks that it has the figure's size.
+func openFigure(t *testing.T, path string) image.Image {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -243,6 +243,14 @@ func checkPNG(t *testing.T, path string) {
 	if abs(w-wantW) > 1 || abs(h-wantH) > 1 {
 		t.Errorf("%s is %dx%d pixels, want %dx%d", filepath.Base(path), w, h, wantW, wantH)
 	}
+	return img
+}
+
+// checkPNG checks that path is a landscape PNG of the figure's size with enough drawn on it.
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	img := openFigure(t, path)
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
 	inked, colors := ink(img)
 	if inked < w*h/100 {
 		t.Errorf("%s: only %d of %d pixels are not white", filepath.Base(path), inked, w*h)

@@ -19,6 +19,8 @@ type ValidationRow struct {
 	Workers     int     `json:"workers"`
 	MeasuredMS  float64 `json:"measured_ms"`  // mean step time of the run
 	PredictedMS float64 `json:"predicted_ms"` // the simulator's, from the run's measured profile
+	// Remeasured says the run was trained a second time because the first missed.
+	Remeasured bool `json:"remeasured,omitempty"`
 }
 
 // Error is the prediction's relative error, signed: positive when it predicts slower.
@@ -61,6 +63,9 @@ func (v *Validation) Markdown() string {
 		mark := ""
 		if math.Abs(r.Error()) > v.Tolerance {
 			mark = " **over**"
+		}
+		if r.Remeasured {
+			mark += " (measured twice: the first run missed)"
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %+.1f%%%s |\n", r.Pipeline, r.Workers, r.MeasuredMS, r.PredictedMS, 100*r.Error(), mark)
 	}

@@ -2,8 +2,6 @@ package trainer
 
 import (
 	"context"
-	"encoding/csv"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -69,15 +67,7 @@ func TestProfileOut(t *testing.T) {
 // medianComputeMS is the median compute_ms of metrics.csv's training rows.
 func medianComputeMS(t *testing.T, dir string) float64 {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "metrics.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	records, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	records := readMetrics(t, dir)
 	col := slices.Index(records[0], "compute_ms")
 	var ms []float64
 	for _, rec := range records[1:] {

@@ -94,15 +94,7 @@ func TestRunWritesSummaryAndMetrics(t *testing.T) {
 	if s.Config.LR != 0.1 || s.Config.Momentum != 0.9 {
 		t.Errorf("summary holds the unresolved config: lr %g momentum %g", s.Config.LR, s.Config.Momentum)
 	}
-	f, err := os.Open(filepath.Join(cfg.Out, "metrics.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	records, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	records := readMetrics(t, cfg.Out)
 	var train, eval int
 	for _, r := range records[1:] {
 		switch r[0] {
@@ -197,4 +189,19 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 	if back.Timeout != cfg.Timeout || back.Model != cfg.Model || len(back.Milestones) != 2 {
 		t.Errorf("round trip changed the config: %+v", back)
 	}
+}
+
+// readMetrics returns the records of dir/metrics.csv, the header first.
+func readMetrics(t *testing.T, dir string) [][]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "metrics.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	records, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return records
 }
