@@ -51,7 +51,8 @@ func newSimulateCommand() *cobra.Command {
 		Short: "Predict every pipeline's throughput at 8 to 256 workers on cluster networks",
 		Long: `Run each pipeline's own code on a virtual clock at the scales and on the networks
 given, and write predicted iteration time, samples/s, scaling efficiency and the step's
-breakdown (compute, blocking selection, exposed communication) to --out: report.md,
+breakdown (compute, selection in backward, waiting for communication and off-path
+selection) to --out: report.md,
 results.csv, simulation.json and PNG plots.
 
 A simulated step replays the model's compute from a profile (--profile: a shipped model,
@@ -90,7 +91,7 @@ against measured step times.`,
 	fl.Float64Var(&f.speed, "speed", 1, "compute speed factor: the profile's times are divided by it")
 	fl.Float64Var(&f.selectionSpeed, "selection-speed", 1, "selection speed factor: the selection model's times are divided by it")
 	fl.IntVar(&f.steps, "steps", sim.DefaultSteps, "steps simulated per job")
-	fl.IntVar(&f.warmup, "warmup", sim.DefaultWarmup, "first steps left out of the averages")
+	fl.IntVar(&f.warmup, "warmup", sim.DefaultWarmup, "first steps left out of the averages (0: the default, or all steps but the last)")
 	fl.IntVar(&f.parallel, "jobs", runtime.NumCPU(), "simulations run at once (each holds one rank's gradients and buffers)")
 	fl.StringVar(&f.out, "out", filepath.Join("results", "simulate"), "folder for the report, tables and plots")
 	fl.BoolVar(&f.validate, "validate", true, "check the simulator against runs measured on this machine first")
@@ -120,10 +121,22 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	selection := sim.DefaultSelectionModel()
 	if f.selectionSpeed != 1 {
-		if !(f.selectionSpeed > 0) {
-			return fmt.Errorf("--selection-speed must be positive, got %g", f.selectionSpeed)
+		if !(f.selectionSpeed > 0) || math.IsInf(f.selectionSpeed, 0) {
+			return fmt.Errorf("--selection-speed must be positive and finite, got %g", f.selectionSpeed)
 		}
 		selection = selection.Scaled(f.selectionSpeed)
+	}
+	if !(f.tolerance >= 0) {
+		return fmt.Errorf("--tolerance must be at least 0, got %g", f.tolerance)
+	}
+	// Build every pipeline once, on a toy tensor, so that a bad setting (--density 2, an
+	// unknown --selector) fails now rather than after the validation trainings.
+	for _, net := range nets {
+		for _, name := range f.pipelines {
+			if err := tryPipeline(f, name, net, selection); err != nil {
+				return err
+			}
+		}
 	}
 	report := &sim.Report{Setting: simSetting(f, nets)}
 	if f.validate {
@@ -235,6 +248,21 @@ func simFactory(f *simulateFlags, name string, net sim.Net, selection sim.Select
 	}, nil
 }
 
+// tryPipeline builds pipeline name for net on a one-tensor model and closes it.
+func tryPipeline(f *simulateFlags, name string, net sim.Net, selection sim.SelectionModel) error {
+	build, err := simFactory(f, name, net, selection)
+	if err != nil {
+		return err
+	}
+	comm := dist.NewSimRank(2, net.Model, dist.NewVirtualClock(selection.Time))
+	defer comm.Close()
+	p, err := build(comm, []pipeline.Tensor{{ID: 0, Name: "w", Grad: make([]float32, 64)}})
+	if err != nil {
+		return fmt.Errorf("pipeline %s: %w", name, err)
+	}
+	return p.Close()
+}
+
 func simSetting(f *simulateFlags, nets []sim.Net) map[string]string {
 	s := map[string]string{
 		"density":   fmt.Sprint(f.density),
@@ -257,7 +285,7 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 	if err != nil {
 		return nil, err
 	}
-	results := filepath.Join(f.out)
+	results := f.out
 	cells, err := spec.Expand(results)
 	if err != nil {
 		return nil, fmt.Errorf("experiment %s: %w", f.validation, err)
@@ -368,7 +396,8 @@ func predictRun(cfg *trainer.Config, sum *trainer.Summary, selection sim.Selecti
 }
 
 // emulatedNetwork is the cost model of a run's emulated links: beta from the bandwidth,
-// alpha from the latency plus what one collective costs our transport on this machine.
+// alpha from the latency, and the algorithms and small-message threshold our transport
+// uses on such a link.
 func emulatedNetwork(cfg *trainer.Config) (dist.Network, error) {
 	bps, err := dist.ParseBandwidth(cfg.Bandwidth)
 	if err != nil || bps <= 0 {
@@ -380,12 +409,8 @@ func emulatedNetwork(cfg *trainer.Config) (dist.Network, error) {
 			return dist.Network{}, fmt.Errorf("latency %q: %w", cfg.Latency, err)
 		}
 	}
-	return dist.Network{Inter: dist.LinkFor(bps, latency+transportOverhead), AllReduceAlg: dist.Ours}, nil
+	return dist.Network{Inter: dist.LinkFor(bps, latency), AllReduceAlg: dist.Ours, Small: dist.SmallThreshold(bps)}, nil
 }
-
-// transportOverhead is the start-up time of one collective of our TCP transport between
-// processes on one machine, beyond the emulated latency.
-const transportOverhead = 0
 
 // jobBar shows a sweep's progress: a bar on a terminal, a line per job otherwise.
 type jobBar struct {

@@ -85,6 +85,10 @@ func TestSimulateRejectsBadFlags(t *testing.T) {
 		{[]string{"--allreduce", "butterfly"}, "butterfly"},
 		{[]string{"--speed", "0"}, "speed"},
 		{[]string{"--selection-speed", "-1"}, "selection-speed"},
+		{[]string{"--selection-speed", "+Inf"}, "selection-speed"},
+		{[]string{"--density", "2"}, "density"},
+		{[]string{"--selector", "bogus"}, "bogus"},
+		{[]string{"--tolerance", "-1"}, "tolerance"},
 		{[]string{"--gpus-per-node", "8", "--intra-bandwidth", "slow"}, "intra-bandwidth"},
 	} {
 		err := runSimulateArgs(t, append(tc.args, "--validate=false", "--out", out)...)

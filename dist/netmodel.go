@@ -50,11 +50,9 @@ const (
 	// floor(log2 P) + 2 rounds, as our transport does: the ranks beyond the largest power
 	// of two first hand their buffers to a partner, and get the result back at the end.
 	RecursiveDoubling Algorithm = "rd"
-	// Ours is what our TCP transport does: RecursiveDoubling up to 64 KiB (its default
-	// small threshold, see WithSmallThreshold), Ring above. The transport lowers the
-	// threshold to its segment size on links shaped below about 260 Mbit/s; the model
-	// does not. On a hierarchical Network it applies to the inter-node phase, whose
-	// buffer is m/G.
+	// Ours is what our TCP transport does: RecursiveDoubling up to its small threshold
+	// (Network.Small; see WithSmallThreshold and SmallThreshold), Ring above. On a
+	// hierarchical Network it applies to the inter-node phase, whose buffer is m/G.
 	Ours Algorithm = "ours"
 	// Auto is the cheaper of Ring and Tree for each size, as NCCL chooses between them.
 	Auto Algorithm = "auto"
@@ -126,6 +124,18 @@ type Network struct {
 	Intra        Link      // within a node, when PerNode > 1
 	PerNode      int       // ranks per node; 0 or 1: flat
 	AllReduceAlg Algorithm // the zero value is Ring
+	// Small is our transport's small-message threshold in bytes, which Ours and the
+	// broadcast follow; 0 means the transport's default, 64 KiB. SmallThreshold gives the
+	// one the transport picks on a shaped link.
+	Small int
+}
+
+// small is the threshold Ours and Broadcast switch algorithms at.
+func (n Network) small() float64 {
+	if n.Small > 0 {
+		return float64(n.Small)
+	}
+	return defaultSmall
 }
 
 var _ CostModel = Network{}
@@ -222,7 +232,7 @@ func (n Network) AllReduce(size, bytes int) time.Duration {
 		phase = 0 // flat: exactly the inter-node formula, whatever Intra holds
 	}
 	chunk := m / float64(g) * float64((g+last-1)/last)
-	return netDuration(phase + netAllReduce(alg, nodes, chunk, n.Inter) + phase)
+	return netDuration(phase + netAllReduce(alg, nodes, chunk, n.Inter, n.small()) + phase)
 }
 
 // AllGatherV implements CostModel. It panics if len(bytes) != size or a size is negative.
@@ -253,7 +263,7 @@ func (n Network) AllGatherV(size int, bytes []int) time.Duration {
 			}
 			totals[k] = int(t)
 			within = max(within, netAllGather(node, t, n.Intra))
-			spread = max(spread, netBroadcast(len(node), float64(sum-t), n.Intra))
+			spread = max(spread, netBroadcast(len(node), float64(sum-t), n.Intra, n.small()))
 		}
 	}
 	return netDuration(within + netAllGather(totals, sum, n.Inter) + spread)
@@ -266,7 +276,7 @@ func (n Network) Broadcast(size, bytes int) time.Duration {
 	}
 	g, nodes, _ := n.netLayout(size)
 	m := float64(bytes)
-	return netDuration(netBroadcast(nodes, m, n.Inter) + netBroadcast(g, m, n.Intra))
+	return netDuration(netBroadcast(nodes, m, n.Inter, n.small()) + netBroadcast(g, m, n.Intra, n.small()))
 }
 
 // Barrier implements CostModel.
@@ -283,7 +293,7 @@ func (n Network) Barrier(size int) time.Duration {
 }
 
 // netAllReduce is the time in seconds of an allreduce of m bytes on p ranks over l.
-func netAllReduce(alg Algorithm, p int, m float64, l Link) float64 {
+func netAllReduce(alg Algorithm, p int, m float64, l Link, small float64) float64 {
 	if p <= 1 {
 		return 0
 	}
@@ -299,12 +309,12 @@ func netAllReduce(alg Algorithm, p int, m float64, l Link) float64 {
 		}
 		return float64(rounds) * (l.Alpha + m*l.Beta)
 	case Ours:
-		if m <= defaultSmall {
-			return netAllReduce(RecursiveDoubling, p, m, l)
+		if m <= small {
+			return netAllReduce(RecursiveDoubling, p, m, l, small)
 		}
-		return netAllReduce(Ring, p, m, l)
+		return netAllReduce(Ring, p, m, l, small)
 	case Auto:
-		return min(netAllReduce(Ring, p, m, l), netAllReduce(Tree, p, m, l))
+		return min(netAllReduce(Ring, p, m, l, small), netAllReduce(Tree, p, m, l, small))
 	}
 	panic("dist: unknown allreduce algorithm " + string(alg))
 }
@@ -325,11 +335,11 @@ func netAllGather(blocks []int, sum int64, l Link) float64 {
 
 // netBroadcast is the time in seconds of our transport's broadcast of m bytes on p ranks
 // over l: binomial tree up to its small threshold, pipelined chain above.
-func netBroadcast(p int, m float64, l Link) float64 {
+func netBroadcast(p int, m float64, l Link, small float64) float64 {
 	if p <= 1 || m <= 0 {
 		return 0
 	}
-	if m <= defaultSmall {
+	if m <= small {
 		return float64(netCeilLog2(p)) * (l.Alpha + m*l.Beta)
 	}
 	return float64(p-1)*l.Alpha + m*l.Beta

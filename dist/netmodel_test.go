@@ -472,3 +472,31 @@ func TestNetworkSaturates(t *testing.T) {
 		t.Errorf("AllReduce of MaxInt bytes at 1 ms/B = %v, want the largest Duration", got)
 	}
 }
+
+// TestSmallThresholdFollowsTheTransport: on a slow link the transport lowers its
+// small-message threshold to its segment size, and Ours follows the threshold it is given.
+func TestSmallThresholdFollowsTheTransport(t *testing.T) {
+	for _, tc := range []struct {
+		bps  float64
+		want int
+	}{{0, 64 << 10}, {10e9, 64 << 10}, {60e6, 16 << 10}, {200e6, 49984}} {
+		if got := SmallThreshold(tc.bps); got != tc.want {
+			t.Errorf("SmallThreshold(%g) = %d, want %d", tc.bps, got, tc.want)
+		}
+		var o options
+		o.bandwidth = tc.bps
+		if err := o.resolve(); err != nil {
+			t.Fatal(err)
+		}
+		if o.small != tc.want {
+			t.Errorf("at %g bit/s the transport resolves its threshold to %d, SmallThreshold says %d", tc.bps, o.small, tc.want)
+		}
+	}
+	link := Link{Alpha: 1e-4, Beta: 1e-9}
+	n := Network{Inter: link, AllReduceAlg: Ours, Small: 16 << 10}
+	rd := Network{Inter: link, AllReduceAlg: RecursiveDoubling}
+	ring := Network{Inter: link, AllReduceAlg: Ring}
+	if n.AllReduce(4, 16<<10) != rd.AllReduce(4, 16<<10) || n.AllReduce(4, 16<<10+4) != ring.AllReduce(4, 16<<10+4) {
+		t.Errorf("Ours with a 16 KiB threshold does not switch from recursive doubling to ring there")
+	}
+}

@@ -107,12 +107,7 @@ func (o *options) resolve() error {
 		return fmt.Errorf("dist: negative message limit %d", o.maxMessage)
 	}
 	if o.segment == 0 {
-		o.segment = defaultSegment
-		if o.bandwidth > 0 {
-			// About 2 ms of transmission per frame: a frame of another collective waits
-			// at most that long behind one of ours.
-			o.segment = int(math.Min(defaultSegment, math.Max(16<<10, o.bandwidth/8*0.002)))
-		}
+		o.segment = segmentFor(o.bandwidth)
 	}
 	if o.segment < 64 || o.segment > maxFrame {
 		return fmt.Errorf("dist: segment size %d outside [64, %d]", o.segment, maxFrame)
@@ -136,4 +131,20 @@ func (o *options) heartbeatEvery() time.Duration {
 		return 0
 	}
 	return o.timeout / 4
+}
+
+// segmentFor is the default segment size on links shaped to bitsPerSecond (0: unshaped):
+// about 2 ms of transmission per frame, so that a frame of another collective waits at most
+// that long behind one of ours.
+func segmentFor(bitsPerSecond float64) int {
+	if bitsPerSecond <= 0 {
+		return defaultSegment
+	}
+	return int(math.Min(defaultSegment, math.Max(16<<10, bitsPerSecond/8*0.002)))
+}
+
+// SmallThreshold is the small-message threshold the transport uses by default on links
+// shaped to bitsPerSecond (0: unshaped): its default, lowered to the segment size.
+func SmallThreshold(bitsPerSecond float64) int {
+	return min(defaultSmall, segmentFor(bitsPerSecond)&^63)
 }

@@ -77,9 +77,10 @@ type simColl struct {
 	timed  chan struct{} // closed once every rank issued and end is known
 }
 
-// issue registers rank's issue of collective seq at virtual time at; the last rank to issue
-// times it.
-func (n *simNet) issue(seq int64, rank int, at time.Duration, bytes int, cost func([]int) time.Duration) *simColl {
+// issue registers rank's issue of collective seq at virtual time at, contributing bytes;
+// the last rank to issue times it. A lone rank gives every rank's contribution in sizes,
+// or nil when they all send as much as it does.
+func (n *simNet) issue(seq int64, rank int, at time.Duration, bytes int, sizes []int, cost func([]int) time.Duration) *simColl {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c := n.pending[seq]
@@ -93,6 +94,7 @@ func (n *simNet) issue(seq int64, rank int, at time.Duration, bytes int, cost fu
 		for r := range c.bytes {
 			c.bytes[r] = bytes
 		}
+		copy(c.bytes, sizes)
 	} else {
 		c.bytes[rank] = bytes
 	}
@@ -140,7 +142,7 @@ func (s *simComm) SetMirror(mirror func(send []byte, rank int) []byte) {
 
 // start issues a collective of this rank: it stamps it, times it on the network and returns
 // what the handle waits for.
-func (s *simComm) start(op *OpStats, bytes, sent int, cost func([]int) time.Duration) (*simColl, time.Duration, error) {
+func (s *simComm) start(op *OpStats, bytes, sent int, sizes []int, cost func([]int) time.Duration) (*simColl, time.Duration, error) {
 	at := s.clock.Elapsed()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,7 +154,7 @@ func (s *simComm) start(op *OpStats, bytes, sent int, cost func([]int) time.Dura
 	op.Calls++
 	op.BytesSent += int64(sent)
 	s.stats.BytesSent += int64(sent)
-	return s.net.issue(seq, s.rank, at, bytes, cost), at, nil
+	return s.net.issue(seq, s.rank, at, bytes, sizes, cost), at, nil
 }
 
 // finish waits for the collective's timing, joins its end and records its time once.
@@ -173,7 +175,7 @@ func (s *simComm) AllReduce(buf []float32, op Op) error { return s.AllReduceAsyn
 func (s *simComm) AllReduceAsync(buf []float32, op Op) Handle {
 	size := s.net.size
 	m := 4 * len(buf)
-	c, at, err := s.start(&s.stats.AllReduce, m, ringShare(m, size), func(b []int) time.Duration { return s.net.model.AllReduce(size, b[0]) })
+	c, at, err := s.start(&s.stats.AllReduce, m, ringShare(m, size), nil, func(b []int) time.Duration { return s.net.model.AllReduce(size, b[0]) })
 	if err != nil {
 		return failedHandle(err)
 	}
@@ -196,15 +198,24 @@ func (s *simComm) AllGatherV(send []byte) ([][]byte, error) {
 // AllGatherVAsync implements Communicator.
 func (s *simComm) AllGatherVAsync(send []byte) GatherHandle {
 	size := s.net.size
-	c, at, err := s.start(&s.stats.AllGatherV, len(send), (size-1)*len(send), func(b []int) time.Duration { return s.net.model.AllGatherV(size, b) })
+	// A lone rank makes the others' messages first: mirrored ones may differ in size, and
+	// the allgather costs what the largest receiver gets.
+	var out [][]byte
+	var sizes []int
+	if s.inner == nil {
+		out = s.mirrored(send)
+		sizes = make([]int, size)
+		for r, m := range out {
+			sizes[r] = len(m)
+		}
+	}
+	c, at, err := s.start(&s.stats.AllGatherV, len(send), (size-1)*len(send), sizes, func(b []int) time.Duration { return s.net.model.AllGatherV(size, b) })
 	if err != nil {
 		return gatherHandle{failedHandle(err)}
 	}
-	h := &simHandle{s: s, c: c, at: at, op: &s.stats.AllGatherV}
+	h := &simHandle{s: s, c: c, at: at, op: &s.stats.AllGatherV, out: out}
 	if s.inner != nil {
 		h.gather = s.inner.AllGatherVAsync(send)
-	} else {
-		h.out = s.mirrored(send)
 	}
 	return simGather{h}
 }
@@ -240,7 +251,7 @@ func (s *simComm) BroadcastAsync(buf []byte, root int) Handle {
 	if s.rank == root {
 		sent = len(buf)
 	}
-	c, at, err := s.start(&s.stats.Broadcast, len(buf), sent, func(b []int) time.Duration { return s.net.model.Broadcast(size, b[0]) })
+	c, at, err := s.start(&s.stats.Broadcast, len(buf), sent, nil, func(b []int) time.Duration { return s.net.model.Broadcast(size, b[0]) })
 	if err != nil {
 		return failedHandle(err)
 	}
@@ -254,7 +265,7 @@ func (s *simComm) BroadcastAsync(buf []byte, root int) Handle {
 // Barrier implements Communicator.
 func (s *simComm) Barrier() error {
 	size := s.net.size
-	c, at, err := s.start(&s.stats.Barrier, 0, 0, func([]int) time.Duration { return s.net.model.Barrier(size) })
+	c, at, err := s.start(&s.stats.Barrier, 0, 0, nil, func([]int) time.Duration { return s.net.model.Barrier(size) })
 	if err != nil {
 		return err
 	}

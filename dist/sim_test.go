@@ -121,8 +121,9 @@ func TestSimRankMirrorsItself(t *testing.T) {
 	if st.AllReduce.Calls != 2 || st.AllGatherV.Calls != 2 || st.Barrier.Calls != 1 {
 		t.Errorf("stats: %+v", st)
 	}
-	// 2 allreduces of 8 bytes, 2 allgathers of 3 and 1 bytes, a barrier, one after another.
-	want := 2*(time.Millisecond+8) + 2*time.Millisecond + 3 + 2*time.Millisecond + 1 + 4*time.Millisecond
+	// 2 allreduces of 8 bytes, 2 allgathers (the largest messages 3 bytes, then a mirrored
+	// 2), a barrier, one after another.
+	want := 2*(time.Millisecond+8) + 2*time.Millisecond + 3 + 2*time.Millisecond + 2 + 4*time.Millisecond
 	if got := clock.Elapsed(); got != want {
 		t.Errorf("clock %v, want %v", got, want)
 	}
@@ -166,5 +167,20 @@ func TestVirtualClockLanes(t *testing.T) {
 	defer inproc.Close()
 	if _, ok := ClockOf(inproc).(WallClock); !ok {
 		t.Errorf("the in-process backend does not run on the wall clock")
+	}
+}
+
+// TestSimRankChargesMirroredSizes: a lone rank's allgather costs what its mirrored
+// messages add up to, not its own message times the ranks.
+func TestSimRankChargesMirroredSizes(t *testing.T) {
+	clock := NewVirtualClock(nil)
+	comm := NewSimRank(3, fixedCost{}, clock)
+	comm.(Mirroring).SetMirror(func(send []byte, rank int) []byte { return make([]byte, 1000*rank) })
+	if _, err := comm.AllGatherV([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	// fixedCost charges 2 ms plus the largest contribution: rank 2's 2000 bytes.
+	if got, want := clock.Elapsed(), 2*time.Millisecond+2000; got != want {
+		t.Errorf("clock %v, want %v", got, want)
 	}
 }

@@ -74,18 +74,6 @@ func (c *VirtualClock) Advance(d time.Duration) {
 // Elapsed is the calling goroutine's time since the epoch.
 func (c *VirtualClock) Elapsed() time.Duration { return c.Now().Sub(c.epoch) }
 
-// Forget drops the time of every goroutine but the caller's. Goroutines started per step
-// (a pipeline's controller) leave their lanes behind; a simulation forgets them between
-// runs so that the map does not grow.
-func (c *VirtualClock) Forget() {
-	g := goid()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	own := c.lanes[g]
-	clear(c.lanes)
-	c.lanes[g] = own
-}
-
 // goid is the calling goroutine's id. The runtime keeps it private; its stack trace header,
 // "goroutine N [...]", is the one public place it shows. Reading it costs about a
 // microsecond, which a simulated step, a few hundred calls, can afford.

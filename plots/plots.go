@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/ssfusion/ssfusion/internal/atomicfile"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -73,7 +74,7 @@ func Draw(outDir string, cells []Cell) ([]string, error) {
 		if err != nil {
 			return written, fmt.Errorf("drawing %s: %w", path, err)
 		}
-		if err := trainer.WriteFileAtomic(path, png); err != nil {
+		if err := atomicfile.Write(path, png); err != nil {
 			return written, err
 		}
 		written = append(written, path)

@@ -13,7 +13,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/ssfusion/ssfusion/trainer"
+	"github.com/ssfusion/ssfusion/internal/atomicfile"
 )
 
 // Series is one line of a Lines chart: the points (X[i], Y[i]) joined in order.
@@ -383,5 +383,5 @@ func writeFigure(path string, paint painter) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("creating the folder of %s: %w", path, err)
 	}
-	return trainer.WriteFileAtomic(path, png)
+	return atomicfile.Write(path, png)
 }

@@ -35,10 +35,11 @@ type Profile struct {
 	// UpdateMS is the time after the gradients are aggregated: clipping and the optimizer.
 	UpdateMS float64 `json:"update_ms"`
 	// ComputeJitter, when measured, holds by step every rank's compute (forward and
-	// backward) over the mean of all: ranks whose compute varies wait for the slowest at
-	// every collective, and a simulation replays measured steps, one row for all its
-	// ranks, so that they straggle as much, and as much together, as the measured ones.
-	// Empty: every step takes the same time.
+	// backward) over the mean of rank 0's, whose means the times above are: ranks whose
+	// compute varies wait for the slowest at every collective, and a simulation of ranks
+	// that move real data replays measured steps, one row for all its ranks, so that they
+	// straggle as much, and as much together, as the measured ones. Empty: every step
+	// takes the same time.
 	ComputeJitter [][]float64 `json:"compute_jitter,omitempty"`
 }
 
@@ -92,7 +93,7 @@ func (p *Profile) Check() error {
 	}
 	for name, v := range map[string]float64{"forward_ms": p.ForwardMS, "tail_ms": p.TailMS, "update_ms": p.UpdateMS} {
 		if !validTime(v) {
-			return fmt.Errorf("%q must be a finite time >= 0, got %g", name, v)
+			return fmt.Errorf("%q must be a time in [0, %d] ms, got %g", name, maxMS, v)
 		}
 	}
 	for i, row := range p.ComputeJitter {
@@ -100,8 +101,8 @@ func (p *Profile) Check() error {
 			return fmt.Errorf("compute_jitter[%d] has %d ranks, the first step %d", i, len(row), len(p.ComputeJitter[0]))
 		}
 		for r, v := range row {
-			if !(v > 0) || math.IsInf(v, 0) {
-				return fmt.Errorf("compute_jitter[%d][%d] must be a positive ratio, got %g", i, r, v)
+			if !(v > 0) || v > 1000 {
+				return fmt.Errorf("compute_jitter[%d][%d] must be a ratio in (0, 1000], got %g", i, r, v)
 			}
 		}
 	}
@@ -115,14 +116,18 @@ func (p *Profile) Check() error {
 		case t.Numel <= 0:
 			return fmt.Errorf("tensor %d (%s): numel must be positive, got %d", i, t.Name, t.Numel)
 		case !validTime(t.BackwardMS):
-			return fmt.Errorf("tensor %d (%s): backward_ms must be a finite time >= 0, got %g", i, t.Name, t.BackwardMS)
+			return fmt.Errorf("tensor %d (%s): backward_ms must be a time in [0, %d] ms, got %g", i, t.Name, maxMS, t.BackwardMS)
 		}
 		seen[t.Name] = true
 	}
 	return nil
 }
 
-func validTime(ms float64) bool { return ms >= 0 && !math.IsInf(ms, 0) && !math.IsNaN(ms) }
+// maxMS bounds every time of a profile: a day, far beyond any training step, and far
+// inside what a time.Duration holds.
+const maxMS = 24 * 3600 * 1000
+
+func validTime(ms float64) bool { return ms >= 0 && ms <= maxMS }
 
 // Save writes the profile atomically as indented JSON.
 func (p *Profile) Save(path string) error {
@@ -176,8 +181,17 @@ func (p *Profile) Scaled(speed float64) (*Profile, error) {
 	if speed != 1 {
 		q.Source = fmt.Sprintf("%s, sped up %gx", p.Source, speed)
 	}
+	if err := q.Check(); err != nil {
+		return nil, fmt.Errorf("sped up %gx: %w", speed, err)
+	}
 	return &q, nil
 }
 
-// Duration converts milliseconds to a Duration.
-func Duration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+// Duration converts milliseconds to a Duration, saturating at the largest one.
+func Duration(ms float64) time.Duration {
+	ns := ms * float64(time.Millisecond)
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
+}

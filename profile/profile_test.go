@@ -114,7 +114,8 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown key", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":3,"backward_ms":0.5}],"update_ms":0.1,"speed":2}`, `unknown field "speed"`},
 		{"unknown tensor key", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":3,"backward":0.5}],"update_ms":0.1}`, `unknown field "backward"`},
-		{"negative forward", `{"model":"m","batch_size":2,"forward_ms":-1,"tensors":[{"name":"a","numel":3,"backward_ms":0.5}],"update_ms":0.1}`, `"forward_ms" must be a finite time >= 0`},
+		{"negative forward", `{"model":"m","batch_size":2,"forward_ms":-1,"tensors":[{"name":"a","numel":3,"backward_ms":0.5}],"update_ms":0.1}`, `"forward_ms" must be a time in [0, 86400000] ms`},
+		{"huge forward", `{"model":"m","batch_size":2,"forward_ms":1e300,"tensors":[{"name":"a","numel":3,"backward_ms":0.5}],"update_ms":0.1}`, `"forward_ms" must be a time in`},
 		{"negative backward", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":3,"backward_ms":-0.5}],"update_ms":0.1}`, `tensor 0 (a): backward_ms must be`},
 		{"duplicate name", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":3,"backward_ms":0.5},{"name":"a","numel":1,"backward_ms":0.5}],"update_ms":0.1}`, `name "a" appears twice`},
 		{"empty tensors", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[],"update_ms":0.1}`, `"tensors" is empty`},

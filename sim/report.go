@@ -132,7 +132,7 @@ func (r *Report) plot(dir string) (map[string][]string, error) {
 			return nil, err
 		}
 		if err := plots.StackedBars(filepath.Join(dir, files[2]), fmt.Sprintf("%s: step at %d workers", title, ws[len(ws)-1]), "ms per step",
-			[]string{"compute", "selection (blocking)", "exposed communication"}, stacks); err != nil {
+			[]string{"compute", "selection in backward", "waiting: communication, off-path selection"}, stacks); err != nil {
 			return nil, err
 		}
 		figures[g.slug()] = files
@@ -182,7 +182,7 @@ func (r *Report) markdown(figures map[string][]string) string {
 			b.WriteString("\n")
 		}
 		last := ws[len(ws)-1]
-		fmt.Fprintf(&b, "\nStep at %d workers (ms):\n\n| pipeline | iteration | compute | selection (blocking) | selection (all) | exposed comm | MB sent/step | density |\n|---|---|---|---|---|---|---|---|\n", last)
+		fmt.Fprintf(&b, "\nStep at %d workers (ms):\n\n| pipeline | iteration | compute | selection in backward | selection (all) | waiting: comm, off-path selection | MB sent/step | density |\n|---|---|---|---|---|---|---|---|\n", last)
 		for _, name := range g.pipelines() {
 			if p, ok := g.point(name, last); ok {
 				density := "-"

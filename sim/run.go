@@ -54,7 +54,8 @@ type Result struct {
 	SelectionMS      float64 `json:"selection_ms"`
 	SelectionTotalMS float64 `json:"selection_total_ms"`
 	// ExposedCommMS is the rest of the step: waiting for collectives that backward did not
-	// hide.
+	// hide, and for selection that ran off the backward goroutine yet delays the step
+	// (ExDyna's, on the controller; the tail of SSFusion's offloaded selection).
 	ExposedCommMS  float64   `json:"exposed_comm_ms"`
 	CommMS         float64   `json:"comm_ms"`        // the collectives' durations, summed
 	BytesPerStep   float64   `json:"bytes_per_step"` // bytes one rank sends per step
@@ -140,6 +141,11 @@ func (job *Job) check() error {
 	}
 	if steps, warmup := job.steps(); warmup >= steps {
 		return fmt.Errorf("sim: %d steps leave nothing after %d warm-up steps", steps, warmup)
+	}
+	if c, ok := job.Network.(interface{ Check() error }); ok {
+		if err := c.Check(); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
 	}
 	return job.Profile.Check()
 }
@@ -229,10 +235,11 @@ func (rk *rankRun) step(pipe pipeline.Pipeline, step int) (stepRecord, error) {
 // jitter is the factor of this rank's compute in step, from the profile's ComputeJitter: a
 // measured step drawn for the simulated step, the same for every rank, and the rank's
 // column of it (ranks beyond the measured ones reuse columns), so that ranks straggle as
-// the measured ones did. 1 without jitter.
+// the measured ones did. 1 without jitter, and for a lone rank standing for all, which has
+// no one to straggle behind.
 func (rk *rankRun) jitter(step int) float64 {
 	rows := rk.job.Profile.ComputeJitter
-	if len(rows) == 0 {
+	if len(rows) == 0 || !rk.job.Real {
 		return 1
 	}
 	row := rows[mix(rk.job.Seed^uint64(step))%uint64(len(rows))]

@@ -196,9 +196,10 @@ func thresholdKey(density float64) uint32 {
 	return math.Float32bits(float32(math.Sqrt2 * math.Erfinv(1-density)))
 }
 
-// thresholdScan is the selection loop of ExDyna's sparse step (baselines/exdyna.go), copied
-// rather than called because there it is fused with the step's message: a 16-byte header
-// followed by the little-endian index of every element whose magnitude key reaches key.
+// thresholdScan is the selection loop of ExDyna's sparse step (exDyna.appendSelection in
+// baselines/exdyna.go), copied rather than called because that is a method of ExDyna's
+// unexported stage: a 16-byte header followed by the little-endian index of every element
+// whose magnitude key reaches key.
 func thresholdScan(send []byte, g []float32, key uint32) []byte {
 	send = binary.LittleEndian.AppendUint64(send[:0], 0) // step
 	send = binary.LittleEndian.AppendUint32(send, 0)     // partition

@@ -15,8 +15,9 @@ import (
 // profiler times the model's compute in every training step for --profile-out: forward, the
 // backward time between consecutive gradients, the rest of backward and the update. Time spent
 // inside the pipeline's Push (a sparsifying pipeline may select there) is not the model's and
-// is left out. Only rank 0 profiles; every method of a nil *profiler does nothing, so that a
-// run without --profile-out does no timing work.
+// is left out. Every rank profiles (rank 0's times make the profile, every rank's step totals
+// its jitter); without --profile-out the profiler is nil and the step's calls on it do
+// nothing, so that such a run does no timing work.
 type profiler struct {
 	n int // gradient tensors per step
 
@@ -176,15 +177,15 @@ func (p *profiler) stepTotals() []float64 {
 // maxJitter caps how many steps a profile's jitter keeps; a long run keeps an even sample.
 const maxJitter = 512
 
-// jitterMatrix turns every rank's step totals (byRank[r][s]) into the profile's
-// ComputeJitter: by step, every rank's compute over the mean of all. It returns nil when
-// the ranks measured different numbers of steps or nothing was timed.
+// jitterMatrix turns every rank's step totals (byRank[r][s]; rank 0 first) into the
+// profile's ComputeJitter: by step, every rank's compute over rank 0's mean, since the
+// profile's times are rank 0's means. It returns nil when the ranks measured different
+// numbers of steps or nothing was timed.
 func jitterMatrix(byRank [][]float64) [][]float64 {
 	if len(byRank) == 0 || len(byRank[0]) == 0 {
 		return nil
 	}
 	steps := len(byRank[0])
-	sum := 0.0
 	for _, totals := range byRank {
 		if len(totals) != steps {
 			return nil
@@ -193,10 +194,13 @@ func jitterMatrix(byRank [][]float64) [][]float64 {
 			if !(t > 0) {
 				return nil // nothing was timed: no ratios to give
 			}
-			sum += t
 		}
 	}
-	mean := sum / float64(steps*len(byRank))
+	sum := 0.0
+	for _, t := range byRank[0] {
+		sum += t
+	}
+	mean := sum / float64(steps)
 	stride := max(1, (steps+maxJitter-1)/maxJitter)
 	var out [][]float64
 	for s := 0; s < steps; s += stride {

@@ -228,8 +228,8 @@ func TestProfileOutKey(t *testing.T) {
 }
 
 func TestJitterMatrix(t *testing.T) {
-	got := jitterMatrix([][]float64{{10, 30}, {20, 20}}) // rank 0 then rank 1; mean 20
-	want := [][]float64{{0.5, 1}, {1.5, 1}}
+	got := jitterMatrix([][]float64{{10, 30}, {20, 40}}) // rank 0 then rank 1; rank 0's mean 20
+	want := [][]float64{{0.5, 1}, {1.5, 2}}
 	if len(got) != 2 || got[0][0] != want[0][0] || got[0][1] != want[0][1] || got[1][0] != want[1][0] || got[1][1] != want[1][1] {
 		t.Errorf("jitter %v, want %v (by step, then rank)", got, want)
 	}

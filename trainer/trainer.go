@@ -301,6 +301,7 @@ func (r *run) afterStep(total int) error {
 
 func (r *run) trainStep() (Row, error) {
 	r.prof.beginStep(r.step)
+	stepStart := time.Now() // zeroing the gradients is part of the step's time, not of compute
 	ZeroGrad(r.params)
 	start := time.Now()
 	r.prof.beginCompute(start)
@@ -328,7 +329,7 @@ func (r *run) trainStep() (Row, error) {
 	row := Row{
 		Kind: "train", Step: r.step, Epoch: r.epochsDone(1), WallS: time.Since(r.start).Seconds(),
 		LR: lr, Loss: res.Loss, GradNorm: norm, Samples: r.samplesPerStep(),
-		StepMS: StepMS{Total: ms(time.Since(start)), Compute: ms(compute), Sparsify: ms(m.Sparsify), Comm: ms(m.Comm), Wait: ms(m.Wait)},
+		StepMS: StepMS{Total: ms(time.Since(stepStart)), Compute: ms(compute), Sparsify: ms(m.Sparsify), Comm: ms(m.Comm), Wait: ms(m.Wait)},
 		Bytes:  m.BytesSent,
 	}
 	if m.HasDensity {
