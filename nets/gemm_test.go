@@ -37,14 +37,7 @@ func TestGemmMatchesSgemm(t *testing.T) {
 							}
 							return out
 						}
-						ar, ac := m, k
-						if tA {
-							ar, ac = k, m
-						}
-						br, bc := k, n
-						if tB {
-							br, bc = n, k
-						}
+						ar, ac, br, bc := storedShapes(tA, tB, m, n, k)
 						pa, pb := pad(a, ar, ac, lda), pad(b, br, bc, ldb)
 						got, want := pad(c, m, n, ldc), pad(c, m, n, ldc)
 						gemm(tA, tB, m, n, k, 1.5, pa, lda, pb, ldb, beta, got, ldc, par)
@@ -165,14 +158,7 @@ type gemmCase struct {
 // 0, C itself hold NaN, which must not reach the result.
 func newGemmCase(r *rand.Rand, tA, tB bool, m, n, k, pad int, alpha, beta float32) *gemmCase {
 	g := &gemmCase{tA: tA, tB: tB, m: m, n: n, k: k, alpha: alpha, beta: beta}
-	ar, ac := m, k
-	if tA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if tB {
-		br, bc = n, k
-	}
+	ar, ac, br, bc := storedShapes(tA, tB, m, n, k)
 	g.lda, g.ldb, g.ldc = ac+pad, bc+pad, n+pad
 	nan := float32(math.NaN())
 	fill := func(rows, cols, ld int, garbage bool) []float32 {

@@ -105,20 +105,26 @@ func fits(l, rows, cols, ld int) bool {
 	return rows == 0 || cols == 0 || (rows-1)*ld+cols <= l
 }
 
+// storedShapes returns the rows and columns of A and B as stored, for op(A) m×k and op(B)
+// k×n: a transposed operand is stored the other way round.
+func storedShapes(tA, tB bool, m, n, k int) (ar, ac, br, bc int) {
+	ar, ac, br, bc = m, k, k, n
+	if tA {
+		ar, ac = k, m
+	}
+	if tB {
+		br, bc = n, k
+	}
+	return ar, ac, br, bc
+}
+
 // gemmArgsOK checks gemm's arguments as BLAS would: the assembly kernels read through raw
 // pointers, so every element they may touch must lie inside the slices.
 func gemmArgsOK(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
 	if m < 0 || n < 0 || k < 0 {
 		return false
 	}
-	ar, ac := m, k
-	if tA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if tB {
-		br, bc = n, k
-	}
+	ar, ac, br, bc := storedShapes(tA, tB, m, n, k)
 	return fits(len(a), ar, ac, lda) && fits(len(b), br, bc, ldb) && fits(len(c), m, n, ldc)
 }
 
