@@ -158,3 +158,29 @@ func CheckMean(res []Result, grads func(rank, step int) [][]float32, tol float64
 	}
 	return nil
 }
+
+// CheckSame reports the first gradient, on any rank and step, whose bits differ between two
+// runs of the same job: what two pipelines that must select and add alike have to give.
+func CheckSame(got, want []Result) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d ranks, want %d", len(got), len(want))
+	}
+	for r := range want {
+		if len(got[r].Grads) != len(want[r].Grads) {
+			return fmt.Errorf("rank %d: %d steps, want %d", r, len(got[r].Grads), len(want[r].Grads))
+		}
+		for s := range want[r].Grads {
+			for i := range want[r].Grads[s] {
+				if len(got[r].Grads[s][i]) != len(want[r].Grads[s][i]) {
+					return fmt.Errorf("rank %d, step %d, tensor %d: %d elements, want %d", r, s, i, len(got[r].Grads[s][i]), len(want[r].Grads[s][i]))
+				}
+				for j, w := range want[r].Grads[s][i] {
+					if g := got[r].Grads[s][i][j]; math.Float32bits(g) != math.Float32bits(w) {
+						return fmt.Errorf("rank %d, step %d, tensor %d[%d]: %g, want %g", r, s, i, j, g, w)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
