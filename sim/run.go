@@ -70,16 +70,9 @@ func Simulate(job Job) (Result, error) {
 	return res, err
 }
 
-// SimulateGradients is Simulate that also returns every rank's aggregated gradients of the
-// last step, by rank and tensor id (forward order), for checking a real job against a run
-// of the same pipeline on another backend.
-func SimulateGradients(job Job) (Result, [][][]float32, error) {
-	if !job.Real {
-		return Result{}, nil, errors.New("sim: aggregated gradients are only kept for a job whose ranks move real data")
-	}
-	return simulate(job, true)
-}
-
+// simulate runs job; with keep it also returns every rank's aggregated gradients of the
+// last step, by rank and tensor id (forward order), which tests compare with a run of the
+// same pipeline on another backend.
 func simulate(job Job, keep bool) (Result, [][][]float32, error) {
 	if err := job.check(); err != nil {
 		return Result{}, nil, err

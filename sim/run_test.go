@@ -118,7 +118,7 @@ func TestSameGradientsAsInProcess(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			job := Job{Profile: prof, Workers: workers, Network: flatCost{alpha: time.Millisecond, beta: time.Nanosecond},
 				Pipeline: f, Real: true, Steps: steps, Warmup: 1, Seed: 7, Density: sparse.Density}
-			_, got, err := SimulateGradients(job)
+			_, got, err := simulate(job, true)
 			if err != nil {
 				t.Fatal(err)
 			}
