@@ -310,14 +310,8 @@ func TestExDynaConvergesToDensity(t *testing.T) {
 		if math.Abs(mean/density-1) > tc.band {
 			t.Errorf("gradient scale %g: mean density of the last 20 steps %g, target %g", scale, mean, density)
 		}
-		for s := range steps {
-			for r := 1; r < world; r++ {
-				for i := range sizes {
-					if !slices.Equal(res[r].Grads[s][i], res[0].Grads[s][i]) {
-						t.Fatalf("step %d: rank %d differs from rank 0 in tensor %d", s, r, i)
-					}
-				}
-			}
+		if err := pipelinetest.CheckRanksAgree(res); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -379,14 +373,8 @@ func TestExDynaRanksAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for r := 1; r < len(res); r++ {
-			for s := range res[r].Grads {
-				for i := range sizes {
-					if !slices.Equal(res[r].Grads[s][i], res[0].Grads[s][i]) {
-						t.Fatalf("%+v: rank %d differs from rank 0 in step %d, tensor %d", cfg, r, s, i)
-					}
-				}
-			}
+		if err := pipelinetest.CheckRanksAgree(res); err != nil {
+			t.Fatalf("%+v: %v", cfg, err)
 		}
 	}
 }

@@ -210,14 +210,8 @@ func TestSAFusionRanksAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for r := 1; r < len(res); r++ {
-		for s := range res[r].Grads {
-			for i := range sizes {
-				if !bitsEqual(res[r].Grads[s][i], res[0].Grads[s][i]) {
-					t.Fatalf("rank %d differs from rank 0 in step %d, tensor %d", r, s, i)
-				}
-			}
-		}
+	if err := pipelinetest.CheckRanksAgree(res); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -158,14 +158,8 @@ func TestSparseRanksAgree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		for r := 1; r < len(res); r++ {
-			for s := range res[r].Grads {
-				for i := range sizes {
-					if !slices.Equal(res[r].Grads[s][i], res[0].Grads[s][i]) {
-						t.Fatalf("%s: rank %d differs from rank 0 in step %d, tensor %d", name, r, s, i)
-					}
-				}
-			}
+		if err := pipelinetest.CheckRanksAgree(res); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
 	}
 }

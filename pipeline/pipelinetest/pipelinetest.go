@@ -166,18 +166,38 @@ func CheckSame(got, want []Result) error {
 		return fmt.Errorf("%d ranks, want %d", len(got), len(want))
 	}
 	for r := range want {
-		if len(got[r].Grads) != len(want[r].Grads) {
-			return fmt.Errorf("rank %d: %d steps, want %d", r, len(got[r].Grads), len(want[r].Grads))
+		if err := sameGrads(got[r].Grads, want[r].Grads); err != nil {
+			return fmt.Errorf("rank %d, %w", r, err)
 		}
-		for s := range want[r].Grads {
-			for i := range want[r].Grads[s] {
-				if len(got[r].Grads[s][i]) != len(want[r].Grads[s][i]) {
-					return fmt.Errorf("rank %d, step %d, tensor %d: %d elements, want %d", r, s, i, len(got[r].Grads[s][i]), len(want[r].Grads[s][i]))
-				}
-				for j, w := range want[r].Grads[s][i] {
-					if g := got[r].Grads[s][i][j]; math.Float32bits(g) != math.Float32bits(w) {
-						return fmt.Errorf("rank %d, step %d, tensor %d[%d]: %g, want %g", r, s, i, j, g, w)
-					}
+	}
+	return nil
+}
+
+// CheckRanksAgree reports the first gradient, on any rank and step, whose bits differ from
+// rank 0's: every rank must end every step with the same parameters.
+func CheckRanksAgree(res []Result) error {
+	for r := 1; r < len(res); r++ {
+		if err := sameGrads(res[r].Grads, res[0].Grads); err != nil {
+			return fmt.Errorf("rank %d differs from rank 0: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// sameGrads reports the first element, by step, tensor and index, of got that is not bit
+// for bit want's, or is NaN (which no comparison should let pass for equal).
+func sameGrads(got, want [][][]float32) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d steps, want %d", len(got), len(want))
+	}
+	for s := range want {
+		for i := range want[s] {
+			if len(got[s][i]) != len(want[s][i]) {
+				return fmt.Errorf("step %d, tensor %d: %d elements, want %d", s, i, len(got[s][i]), len(want[s][i]))
+			}
+			for j, w := range want[s][i] {
+				if g := got[s][i][j]; math.Float32bits(g) != math.Float32bits(w) || g != g {
+					return fmt.Errorf("step %d, tensor %d[%d]: %g, want %g", s, i, j, g, w)
 				}
 			}
 		}
