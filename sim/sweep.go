@@ -51,14 +51,14 @@ func (s *Sweep) Jobs() int {
 	return len(s.Profiles) * len(s.Networks) * len(s.Pipelines) * len(s.Workers)
 }
 
-// sweepJob is one job of a sweep and where its point goes.
+// sweepJob is one job of a sweep and the names its point carries.
 type sweepJob struct {
-	index int
-	label string
-	model string
-	net   string
-	pipe  string
-	job   Job
+	model, net, pipe string
+	job              Job
+}
+
+func (j *sweepJob) label() string {
+	return fmt.Sprintf("%s, %s, %s, %d workers", j.model, j.net, j.pipe, j.job.Workers)
 }
 
 // Run simulates every combination, one rank standing for all, and returns the points in
@@ -69,7 +69,7 @@ func (s *Sweep) Run() ([]Point, error) {
 		return nil, err
 	}
 	points := make([]Point, len(jobs))
-	queue := make(chan sweepJob)
+	queue := make(chan int) // indices into jobs and points
 	var (
 		mu    sync.Mutex
 		done  int
@@ -78,29 +78,30 @@ func (s *Sweep) Run() ([]Point, error) {
 	var wg sync.WaitGroup
 	for range max(1, s.Parallel) {
 		wg.Go(func() {
-			for j := range queue {
+			for i := range queue {
+				j := &jobs[i]
 				res, err := Simulate(j.job)
 				mu.Lock()
 				if err != nil && first == nil {
-					first = fmt.Errorf("simulating %s: %w", j.label, err)
+					first = fmt.Errorf("simulating %s: %w", j.label(), err)
 				}
-				points[j.index] = newPoint(j.model, j.net, j.pipe, res)
+				points[i] = newPoint(j.model, j.net, j.pipe, res)
 				done++
 				if s.Progress != nil {
-					s.Progress(done, len(jobs), j.label)
+					s.Progress(done, len(jobs), j.label())
 				}
 				mu.Unlock()
 			}
 		})
 	}
-	for _, j := range jobs {
+	for i := range jobs {
 		mu.Lock()
 		failed := first != nil
 		mu.Unlock()
 		if failed {
 			break
 		}
-		queue <- j
+		queue <- i
 	}
 	close(queue)
 	wg.Wait()
@@ -110,7 +111,8 @@ func (s *Sweep) Run() ([]Point, error) {
 	return points, nil
 }
 
-// plan builds the sweep's jobs, checking every network and pipeline before any runs.
+// plan builds the sweep's jobs, checking every network and getting every pipeline's
+// factory before any runs.
 func (s *Sweep) plan() ([]sweepJob, error) {
 	var jobs []sweepJob
 	for _, prof := range s.Profiles {
@@ -126,7 +128,6 @@ func (s *Sweep) plan() ([]sweepJob, error) {
 				}
 				for _, w := range s.Workers {
 					jobs = append(jobs, sweepJob{
-						index: len(jobs), label: fmt.Sprintf("%s, %s, %s, %d workers", prof.Model, net.Name, name, w),
 						model: prof.Model, net: net.Name, pipe: name,
 						job: Job{Profile: prof, Workers: w, Network: net.Model, Selection: s.Selection, Pipeline: factory,
 							Steps: s.Steps, Warmup: s.Warmup, Gradients: grads, Seed: s.Seed, Density: s.Density},
