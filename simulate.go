@@ -109,10 +109,8 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range f.pipelines {
-		if _, ok := pipelines[p]; !ok {
-			return fmt.Errorf("unknown pipeline %q", p)
-		}
+	if len(profiles) == 0 || len(nets) == 0 || len(f.pipelines) == 0 || len(f.workers) == 0 {
+		return errors.New("nothing to simulate: --profile, --bandwidth, --pipelines and --workers each need a value")
 	}
 	for _, w := range f.workers {
 		if w < 1 {
@@ -129,8 +127,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if !(f.tolerance >= 0) {
 		return fmt.Errorf("--tolerance must be at least 0, got %g", f.tolerance)
 	}
-	// Build every pipeline once, on a toy tensor, so that a bad setting (--density 2, an
-	// unknown --selector) fails now rather than after the validation trainings.
+	// Build every pipeline once, on a toy tensor, so that a bad setting (an unknown
+	// pipeline, --density 2, an unknown --selector) fails now rather than after the
+	// validation trainings.
 	for _, net := range nets {
 		for _, name := range f.pipelines {
 			if err := tryPipeline(f, name, net, selection); err != nil {

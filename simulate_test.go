@@ -89,6 +89,7 @@ func TestSimulateRejectsBadFlags(t *testing.T) {
 		{[]string{"--density", "2"}, "density"},
 		{[]string{"--selector", "bogus"}, "bogus"},
 		{[]string{"--tolerance", "-1"}, "tolerance"},
+		{[]string{"--pipelines", ""}, "nothing to simulate"},
 		{[]string{"--gpus-per-node", "8", "--intra-bandwidth", "slow"}, "intra-bandwidth"},
 	} {
 		err := runSimulateArgs(t, append(tc.args, "--validate=false", "--out", out)...)
