@@ -157,17 +157,6 @@ func (s *simComm) start(op *OpStats, bytes, sent int, sizes []int, cost func([]i
 	return s.net.issue(seq, s.rank, at, bytes, sizes, cost), at, nil
 }
 
-// finish waits for the collective's timing, joins its end and records its time once.
-func (s *simComm) finish(c *simColl, at time.Duration, op *OpStats, once *sync.Once) {
-	<-c.timed
-	s.clock.Join(s.clock.epoch.Add(c.end))
-	once.Do(func() {
-		s.mu.Lock()
-		op.Time += c.end - at
-		s.mu.Unlock()
-	})
-}
-
 // AllReduce implements Communicator.
 func (s *simComm) AllReduce(buf []float32, op Op) error { return s.AllReduceAsync(buf, op).Wait() }
 
@@ -334,8 +323,19 @@ func (h *simHandle) wait() ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.s.finish(h.c, h.at, h.op, &h.once)
+	h.finish()
 	return out, nil
+}
+
+// finish waits for the collective's timing, joins its end and records its time once.
+func (h *simHandle) finish() {
+	<-h.c.timed
+	h.s.clock.Join(h.s.clock.epoch.Add(h.c.end))
+	h.once.Do(func() {
+		h.s.mu.Lock()
+		h.op.Time += h.c.end - h.at
+		h.s.mu.Unlock()
+	})
 }
 
 // simGather adapts simHandle to GatherHandle.
