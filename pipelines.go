@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/ssfusion"
@@ -40,7 +41,7 @@ var pipelines = map[string]newPipeline{
 		return baselines.NewSAFusion(comm, tensors, fusionBytes(cfg), sparseConfig(cfg), cost, 0)
 	},
 	"exdyna": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return baselines.NewExDyna(comm, tensors, fusionBytes(cfg), sparseConfig(cfg))
+		return baselines.NewExDyna(comm, tensors, sparseConfig(cfg))
 	},
 	// SSFusion and its ablations. The paper's code calls the variant without offloading or
 	// interleaving plain "SSFusion"; here "ssfusion" is the whole system.
@@ -53,7 +54,7 @@ var pipelines = map[string]newPipeline{
 func ssfusionVariant(offload, interleave bool) newPipeline {
 	return func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return ssfusion.New(comm, tensors, fusionBytes(cfg), ssfusion.Config{
-			SparseConfig:  sparseConfig(cfg),
+			Config:        sparseConfig(cfg),
 			Threshold:     cfg.SelectThreshold,
 			Cost:          ssfusion.CostModel{Alpha: cfg.CostAlpha, Beta: cfg.CostBeta, SelectPerElement: cfg.SelectNS * 1e-9},
 			Offload:       offload,
@@ -65,8 +66,8 @@ func ssfusionVariant(offload, interleave bool) newPipeline {
 
 func fusionBytes(cfg *trainer.Config) int { return int(cfg.FusionMB * (1 << 20)) }
 
-func sparseConfig(cfg *trainer.Config) pipeline.SparseConfig {
-	c := pipeline.SparseConfig{Density: cfg.Density, Selector: cfg.Selector, Seed: uint64(cfg.Seed), WarmupSteps: cfg.DensityWarmupSteps}
+func sparseConfig(cfg *trainer.Config) compress.Config {
+	c := compress.Config{Density: cfg.Density, Selector: cfg.Selector, Seed: uint64(cfg.Seed), WarmupSteps: cfg.DensityWarmupSteps}
 	if cfg.MomentumCorrection {
 		c.Momentum = cfg.Momentum
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/experiments"
 	"github.com/ssfusion/ssfusion/pipeline"
@@ -86,7 +87,7 @@ against measured step times.`,
 	fl.DurationVar(&f.intraLatency, "intra-latency", 10*time.Microsecond, "per-message start-up time inside a node")
 	fl.Float64Var(&f.density, "density", 0.01, "fraction of gradient elements the sparsifying pipelines send")
 	fl.Float64Var(&f.fusionMB, "fusion-mb", trainer.Defaults().FusionMB, "fusion buffer size in MiB")
-	fl.StringVar(&f.selector, "selector", "topk", "selector: "+strings.Join(pipeline.SelectorNames(), ", "))
+	fl.StringVar(&f.selector, "selector", "topk", "selector: "+strings.Join(compress.SelectorNames(), ", "))
 	fl.IntVar(&f.selectThreshold, "select-threshold", trainer.Defaults().SelectThreshold, "SSFusion: tensors of at least this many elements are sparsified")
 	fl.Float64Var(&f.speed, "speed", 1, "compute speed factor: the profile's times are divided by it")
 	fl.Float64Var(&f.selectionSpeed, "selection-speed", 1, "selection speed factor: the selection model's times are divided by it")

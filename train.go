@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -69,7 +69,7 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.String("augment", d.Augment, "image augmentation: auto (crop-flip for CIFAR), none, crop-flip")
 	f.Float64("density", d.Density, "fraction of gradient elements a sparsifying pipeline sends")
 	f.Float64("fusion-mb", d.FusionMB, "fusion buffer threshold in MB")
-	f.String("selector", d.Selector, "element selector of sparsifying pipelines: "+strings.Join(pipeline.SelectorNames(), ", "))
+	f.String("selector", d.Selector, "element selector of sparsifying pipelines: "+strings.Join(compress.SelectorNames(), ", "))
 	f.Int("select-threshold", d.SelectThreshold, "SSFusion: tensors with at least this many elements are sparsified")
 	f.Int("density-warmup-steps", d.DensityWarmupSteps, "sparsifying pipelines: the density falls from 0.25 to --density over these first steps (DGC's warm-up)")
 	f.Int("select-workers", d.SelectWorkers, "SSFusion: goroutines that run offloaded selection")

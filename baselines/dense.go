@@ -1,10 +1,11 @@
 // Package baselines holds the gradient pipelines SSFusion is compared with: dense
-// allreduce with tensor fusion (Horovod's wait-free backpropagation), per-tensor top-k
-// sparsification and multi-tensor top-k sparsification.
+// allreduce with tensor fusion (Horovod's wait-free backpropagation), per-tensor and
+// multi-tensor top-k sparsification, SAFusion and ExDyna.
 package baselines
 
 import (
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -13,39 +14,37 @@ import (
 // soon as its last gradient arrives, while backward goes on. Buffers are issued in plan
 // order, so every rank issues the same collectives in the same order.
 func NewDense(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int) (pipeline.Pipeline, error) {
-	d := &dense{comm: comm, tensors: tensors}
-	return pipeline.NewFusion(comm, tensors, thresholdBytes, d, false)
+	return fusion.New(comm, tensors, thresholdBytes, &dense{comm: comm, tensors: tensors}, false)
 }
 
 type dense struct {
 	comm    dist.Communicator
 	tensors []pipeline.Tensor
-	f       *pipeline.Fusion
-	bufs    []*pipeline.DenseBuffer
+	e       fusion.Engine
+	bufs    []*fusion.DenseBuffer
 }
 
-func (d *dense) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
-	d.f = f
+func (d *dense) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, error) {
+	d.e = e
 	parts := make([]int, len(buckets))
 	for b, bucket := range buckets {
-		d.bufs = append(d.bufs, pipeline.NewDenseBuffer(d.tensors, bucket.Tensors))
+		d.bufs = append(d.bufs, fusion.NewDenseBuffer(d.tensors, bucket.Tensors))
 		parts[b] = len(bucket.Tensors)
 	}
 	return parts, false, nil
 }
 
-func (d *dense) Process(_ int, s pipeline.Slot, grad []float32) error {
+func (d *dense) Process(_ int, s fusion.Slot, grad []float32) error {
 	d.bufs[s.Bucket].Put(s.Index, grad)
-	d.f.Done(s.Bucket)
+	d.e.Done(s.Bucket)
 	return nil
 }
 
-func (d *dense) Issue(b int) pipeline.Completion { return d.bufs[b].AllReduce(d.comm) }
+func (d *dense) Issue(b int) fusion.Completion { return d.bufs[b].AllReduce(d.comm) }
 
 func (d *dense) Finish() error {
 	for _, buf := range d.bufs {
 		buf.Unpack(d.tensors)
-		d.f.Meter().Dense(buf.Numel())
 	}
 	return nil
 }

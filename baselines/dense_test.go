@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -147,7 +148,7 @@ func TestDenseStartsAllreduceDuringBackward(t *testing.T) {
 					return
 				}
 			}
-			if m := d.Metrics(); m.BytesSent == 0 || m.DenseBytes != pipeline.RingAllReduceBytes(300, 2) {
+			if m := d.Metrics(); m.BytesSent == 0 || m.DenseBytes != fusion.RingAllReduceBytes(300, 2) {
 				t.Errorf("rank %d metrics: %+v", r, m)
 			}
 		}()

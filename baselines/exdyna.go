@@ -5,74 +5,198 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
-	"time"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
-// NewExDyna returns the ExDyna pipeline (Kim et al., CCGrid 2024, arXiv 2402.13781): gradient
+// ExDyna is the ExDyna pipeline (Kim et al., CCGrid 2024, arXiv 2402.13781): gradient
 // sparsification over the whole flattened gradient with exclusive, rotating partitions, a
 // threshold scaled online towards the target density, and partition boundaries that move to
 // balance the workers' loads.
 //
 // The gradient of all tensors, laid end to end in tensor-id order (the parameter order every
 // rank shares, independent of the backprop order), is accumulated with error feedback (and
-// DGC's momentum correction when cfg.Momentum > 0). It is cut into up to exdynaBlocks blocks,
-// and contiguous runs of blocks form one partition per worker. In step s worker r selects
-// the elements of partition (s+r) mod P whose accumulated magnitude reaches the threshold
-// tau, so the workers' selections never overlap and their union has no duplicates. One
-// allgather per step exchanges the selected indices; every worker then allreduces its own
-// accumulated values at the union of indices, and the average lands in the tensors' Grad
-// (zero elsewhere). Every worker clears its memory at every index of the union, since every
+// DGC's momentum correction when cfg.Momentum > 0) as each tensor is pushed. It is cut into
+// up to exdynaBlocks blocks, and contiguous runs of blocks form one partition per worker.
+// When backward has ended (in Wait), worker r selects in step s the elements of partition
+// (s+r) mod P whose accumulated magnitude reaches the threshold tau (compress.AppendAtLeast),
+// so the workers' selections never overlap and their union has no duplicates. One allgather
+// per step exchanges the selected indices; every worker then allreduces its own accumulated
+// values at the union of indices, and the average lands in the tensors' Grad (zero
+// elsewhere). Every worker clears its memory at every index of the union, since every
 // worker sent its value there.
 //
 // After each step all ranks update tau and the partition boundaries from the allgathered
 // counts alone, so they agree bit for bit; both are part of the checkpointed state.
 //
-// The selector named in cfg is not used: ExDyna's threshold is its own selection. A step
-// whose density reaches 1 (k >= N) sends everything with one dense allreduce and leaves tau
-// and the partitions as they are. The fusion threshold only satisfies the shared
-// bookkeeping: ExDyna sends one message per step whatever the buckets.
-func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig) (pipeline.Pipeline, error) {
-	f, _, err := newExDyna(comm, tensors, thresholdBytes, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
+// ExDyna sends one message per step whatever the fusion buffers, so it is not built on the
+// fusion engine; it shares the push bookkeeping (pipeline.Pushes) and the step meter
+// (fusion.Meter) with the other pipelines. The selector named in cfg is not used: ExDyna's
+// threshold is its own selection. A step whose density reaches 1 (k >= N) sends everything
+// with one dense allreduce and leaves tau and the partitions as they are.
+//
+// Metrics: besides the shared figures, each step reports "partition_imbalance", the
+// largest partition's selected count over the mean.
+type ExDyna struct {
+	comm    dist.Communicator
+	tensors []pipeline.Tensor
+	cfg     compress.Config
+	offsets []int // by tensor id: first element in the flattened gradient; offsets[len] = N
+	pushes  *pipeline.Pushes
+	meter   *fusion.Meter
+	clock   dist.Clock
+	mem     *compress.Memory
+	flat    []float32 // the accumulators of all tensors end to end, bound into mem
+
+	steps   int64 // steps finished
+	failed  error // why a Push of the current step failed
+	metrics pipeline.StepMetrics
+
+	// Carried from step to step and checkpointed.
+	tau  float64 // 0 until the first step that selects by threshold
+	topo *exTopology
+
+	// Scratch of one step.
+	sendAll  bool // the step sends every element densely
+	send     []byte
+	union    []int32
+	vals     []float32
+	local    []int32
+	ranges   []int // by tensor id: the tensor's union entries are union[ranges[id]:ranges[id+1]]
+	counts   []int
+	iota     []int32 // 0, 1, ...: every index of the largest tensor, for a dense step's Sent
+	observed func(exStep)
 }
 
-// newExDyna also returns the stage, for tests to look inside.
-func newExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig) (*pipeline.Fusion, *exDyna, error) {
+// ImbalanceMetric names ExDyna's partition imbalance in pipeline.StepMetrics.Extra.
+const ImbalanceMetric = "partition_imbalance"
+
+// NewExDyna returns the ExDyna pipeline over comm.
+func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config) (*ExDyna, error) {
 	if err := cfg.Check(); err != nil {
-		return nil, nil, fmt.Errorf("exdyna: %w", err)
+		return nil, fmt.Errorf("exdyna: %w", err)
 	}
-	x, err := newExDynaStage(comm, tensors, cfg)
+	offsets := make([]int, len(tensors)+1)
+	for i, t := range tensors {
+		if t.ID != i {
+			return nil, fmt.Errorf("exdyna: tensor %q at position %d has id %d: ids must be positions", t.Name, i, t.ID)
+		}
+		offsets[i+1] = offsets[i] + len(t.Grad)
+	}
+	n := offsets[len(tensors)]
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("exdyna: %d gradient elements do not fit 32-bit indices", n)
+	}
+	p := comm.Size()
+	if p < 1 {
+		return nil, fmt.Errorf("exdyna: communicator of %d ranks", p)
+	}
+	mem, err := compress.NewMemory(pipeline.Sizes(tensors), cfg.Momentum)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("exdyna: %w", err)
 	}
-	f, err := pipeline.NewFusion(comm, tensors, thresholdBytes, x, true)
-	if err != nil {
-		return nil, nil, fmt.Errorf("exdyna: %w", err)
+	x := &ExDyna{
+		comm: comm, tensors: tensors, cfg: cfg, offsets: offsets,
+		pushes: pipeline.NewPushes(tensors), meter: fusion.NewMeter(comm, tensors), clock: dist.ClockOf(comm),
+		mem: mem, flat: make([]float32, n),
+		topo:   newExTopology(newExBlocks(n), p),
+		ranges: make([]int, len(tensors)+1),
+		counts: make([]int, p),
 	}
-	if m, ok := comm.(dist.Mirroring); ok {
-		m.SetMirror(x.mirror)
+	for id := range tensors {
+		if err := mem.Bind(id, x.flat[offsets[id]:offsets[id+1]]); err != nil {
+			return nil, err
+		}
 	}
-	return f, x, nil
+	return x, nil
 }
 
-// mirror makes the allgather message rank would send in this step if its accumulated
-// gradient were this rank's: its partition scanned with the same threshold. That is exact
-// for identical ranks, whose residuals stay identical since everyone clears the same union.
-// A simulated lone rank standing for many (dist.NewSimRank) needs it: its own message,
-// repeated, would name the wrong partitions, and the union, and so the allreduce that
-// follows, would be one rank's share instead of everyone's.
-func (x *exDyna) mirror(send []byte, rank int) []byte {
-	if len(send) < exHeaderBytes {
-		return send // formUnion reports it
+func (x *ExDyna) numel() int { return x.offsets[len(x.tensors)] }
+
+// Push implements pipeline.Pipeline: it adds the gradient into the memory. A non-finite
+// element is refused before it gets there: outside this worker's partition the threshold
+// would never see it, yet this worker sends its value wherever another worker selects.
+func (x *ExDyna) Push(id int, grad []float32) error {
+	if err := x.pushes.Push(id, grad); err != nil {
+		return err
 	}
-	step := binary.LittleEndian.Uint64(send)
+	x.meter.Begin()
+	if err := x.accumulate(id, grad); err != nil {
+		x.failed = err
+		return err
+	}
+	return nil
+}
+
+func (x *ExDyna) accumulate(id int, grad []float32) error {
+	for i, v := range grad {
+		if !finite(v) {
+			return fmt.Errorf("exdyna: gradient of %s: %w", x.tensors[id].Name, &compress.NonFiniteError{Index: i, Value: v})
+		}
+	}
+	_, err := x.mem.Accumulate(id, grad)
+	return err
+}
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float32) bool { return math.Float32bits(v)&0x7fffffff < 0x7f800000 }
+
+// Wait implements pipeline.Pipeline: it selects, exchanges and averages the step's
+// gradient.
+func (x *ExDyna) Wait() error {
+	start := x.clock.Now()
+	defer x.nextStep()
+	x.meter.Begin()
+	if x.failed != nil {
+		return x.failed
+	}
+	if err := x.pushes.Complete(); err != nil {
+		return err
+	}
+	step := int(x.steps)
+	n := x.numel()
+	k := compress.KFor(n, x.cfg.DensityAt(step))
+	var err error
+	if x.sendAll = k >= n; x.sendAll {
+		err = x.dense()
+	} else {
+		err = x.sparse(step, k)
+	}
+	if err != nil {
+		return err
+	}
+	x.finish()
+	x.metrics = x.meter.Finish(x.clock.Since(start), true)
+	return nil
+}
+
+func (x *ExDyna) nextStep() {
+	x.steps++
+	x.pushes.Reset()
+	x.failed = nil
+}
+
+// Metrics implements pipeline.Pipeline.
+func (x *ExDyna) Metrics() pipeline.StepMetrics { return x.metrics }
+
+// Close implements pipeline.Pipeline; the communicator belongs to the caller.
+func (x *ExDyna) Close() error { return nil }
+
+// MirrorMessage returns the allgather message rank would send in this step if its
+// accumulated gradient were this rank's (own is this rank's message): its partition
+// scanned with the same threshold. That is exact for identical ranks, whose residuals stay
+// identical since everyone clears the same union. A simulated rank standing for many
+// identical ones needs it: its own message, repeated, would name the wrong partitions, and
+// the union, and so the allreduce that follows, would be one rank's share instead of
+// everyone's.
+func (x *ExDyna) MirrorMessage(own []byte, rank int) []byte {
+	if len(own) < exHeaderBytes {
+		return own // formUnion reports it
+	}
+	step := binary.LittleEndian.Uint64(own)
 	part := int((step + uint64(rank)) % uint64(len(x.counts)))
 	return x.appendSelection(nil, step, part)
 }
@@ -197,146 +321,30 @@ type exStep struct {
 	Tau    float64 // threshold the step selected with
 }
 
-// exDyna is the Stage: one collective per step, which Issue runs as selection, allgather of
-// the indices and allreduce of the values.
-type exDyna struct {
-	comm    dist.Communicator
-	tensors []pipeline.Tensor
-	cfg     pipeline.SparseConfig
-	offsets []int // by tensor id: first element in the flattened gradient; offsets[len] = N
-	f       *pipeline.Fusion
-	mem     *pipeline.Memory
-	flat    []float32 // the accumulators of all tensors end to end, bound into mem
-
-	// Carried from step to step and checkpointed; changed only on the controller's
-	// goroutine during a step.
-	tau  float64 // 0 until the first step that selects by threshold
-	topo *exTopology
-
-	// Scratch of one step.
-	sendAll  bool // the step sends every element densely
-	selTime  time.Duration
-	send     []byte
-	union    []int32
-	vals     []float32
-	local    []int32
-	ranges   []int // by tensor id: the tensor's union entries are union[ranges[id]:ranges[id+1]]
-	counts   []int
-	iota     []int32 // 0, 1, ...: every index of the largest tensor, for a dense step's Sent
-	observed func(exStep)
-}
-
-func newExDynaStage(comm dist.Communicator, tensors []pipeline.Tensor, cfg pipeline.SparseConfig) (*exDyna, error) {
-	offsets := make([]int, len(tensors)+1)
-	for i, t := range tensors {
-		offsets[i+1] = offsets[i] + len(t.Grad)
-	}
-	n := offsets[len(tensors)]
-	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("exdyna: %d gradient elements do not fit 32-bit indices", n)
-	}
-	p := comm.Size()
-	if p < 1 {
-		return nil, fmt.Errorf("exdyna: communicator of %d ranks", p)
-	}
-	return &exDyna{
-		comm: comm, tensors: tensors, cfg: cfg, offsets: offsets,
-		topo:   newExTopology(newExBlocks(n), p),
-		ranges: make([]int, len(tensors)+1),
-		counts: make([]int, p),
-	}, nil
-}
-
-func (x *exDyna) numel() int { return x.offsets[len(x.tensors)] }
-
-// Plan binds every tensor's memory into one flat buffer; the buckets do not matter.
-func (x *exDyna) Plan(f *pipeline.Fusion, _ []pipeline.Bucket) ([]int, bool, error) {
-	x.f = f
-	sizes := make([]int, len(x.tensors))
-	for i, t := range x.tensors {
-		sizes[i] = len(t.Grad)
-	}
-	var err error
-	if x.mem, err = pipeline.NewMemory(sizes, x.cfg.Momentum); err != nil {
-		return nil, false, err
-	}
-	x.flat = make([]float32, x.numel())
-	for id := range x.tensors {
-		if err := x.mem.Bind(id, x.flat[x.offsets[id]:x.offsets[id+1]]); err != nil {
-			return nil, false, err
-		}
-	}
-	return []int{len(x.tensors)}, true, nil
-}
-
-// Memory returns the error-feedback memory, nil before the plan; checkpoints read it.
-func (x *exDyna) Memory() *pipeline.Memory { return x.mem }
-
-// Process adds the gradient into the memory. A non-finite element is refused before it gets
-// there: outside this worker's partition the threshold would never see it, yet this worker
-// sends its value wherever another worker selects.
-func (x *exDyna) Process(id int, _ pipeline.Slot, grad []float32) error {
-	for i, v := range grad {
-		if !finite(v) {
-			return fmt.Errorf("exdyna: gradient of %s: %w", x.tensors[id].Name, &pipeline.NonFiniteError{Index: i, Value: v})
-		}
-	}
-	if _, err := x.mem.Accumulate(id, grad); err != nil {
-		return err
-	}
-	x.f.Done(0)
-	return nil
-}
-
-// finite reports whether v is neither NaN nor infinite.
-func finite(v float32) bool { return math.Float32bits(v)&0x7fffffff < 0x7f800000 }
-
-// Issue selects and starts the allgather; the completion does the rest of the step.
-func (x *exDyna) Issue(int) pipeline.Completion {
-	step := x.f.Step()
-	n := x.numel()
-	k := pipeline.KFor(n, x.cfg.DensityAt(step))
-	var run func() error
-	if x.sendAll = k >= n; x.sendAll {
-		run = x.dense()
-	} else {
-		run = x.sparse(step, k)
-	}
-	var once sync.Once
-	var err error
-	return func() error {
-		once.Do(func() { err = run() })
-		return err
-	}
-}
-
-// dense starts the allreduce of every accumulated element.
-func (x *exDyna) dense() func() error {
+// dense allreduces every accumulated element.
+func (x *ExDyna) dense() error {
 	x.vals = append(x.vals[:0], x.flat...)
-	h := x.comm.AllReduceAsync(x.vals, dist.Sum)
-	return func() error {
-		if err := h.Wait(); err != nil {
-			return fmt.Errorf("exdyna: allreduce of the dense gradient: %w", err)
-		}
-		for id, t := range x.tensors {
-			if n := len(t.Grad); len(x.iota) < n {
-				for i := len(x.iota); i < n; i++ {
-					x.iota = append(x.iota, int32(i))
-				}
-			}
-			if err := x.mem.Sent(id, x.iota[:len(t.Grad)]); err != nil {
-				return err
-			}
-		}
-		x.f.Meter().Selected(0, x.numel(), 0)
-		x.f.Meter().SetImbalance(x.imbalanceOfSpans())
-		return nil
+	if err := x.comm.AllReduce(x.vals, dist.Sum); err != nil {
+		return fmt.Errorf("exdyna: allreduce of the dense gradient: %w", err)
 	}
+	for id, t := range x.tensors {
+		if n := len(t.Grad); len(x.iota) < n {
+			for i := len(x.iota); i < n; i++ {
+				x.iota = append(x.iota, int32(i))
+			}
+		}
+		if err := x.mem.Sent(id, x.iota[:len(t.Grad)]); err != nil {
+			return err
+		}
+	}
+	x.meter.Selected(0, x.numel(), 0)
+	x.meter.SetExtra(ImbalanceMetric, x.imbalanceOfSpans())
+	return nil
 }
 
 // imbalanceOfSpans is the imbalance of a step that sends everything: every partition's
 // whole span.
-func (x *exDyna) imbalanceOfSpans() float64 {
+func (x *ExDyna) imbalanceOfSpans() float64 {
 	for j := range x.counts {
 		lo, hi := x.topo.span(j)
 		x.counts[j] = hi - lo
@@ -365,9 +373,11 @@ func imbalance(counts []int) float64 {
 // step and partition tell it whether the ranks agree on where they are.
 const exHeaderBytes = 16
 
-// sparse selects this worker's share and starts the allgather of it.
-func (x *exDyna) sparse(step, k int) func() error {
-	tm := x.f.Timing("threshold")
+// sparse selects this worker's share, allgathers it, forms the union of the gathered
+// indices, allreduces this worker's values there, clears them from the memory, and moves
+// tau and the partitions on for the next step.
+func (x *ExDyna) sparse(step, k int) error {
+	tm := compress.Timing{Clock: x.clock, Kind: compress.ThresholdKind}
 	start := tm.Start()
 	if x.tau == 0 {
 		x.tau = 1 / (2 * math.Sqrt(float64(k)))
@@ -376,41 +386,12 @@ func (x *exDyna) sparse(step, k int) func() error {
 	part := (step + x.comm.Rank()) % p
 	lo, hi := x.topo.span(part)
 	x.send = x.appendSelection(x.send[:0], uint64(step), part)
-	x.selTime = tm.Took(start, hi-lo)
-	h := x.comm.AllGatherVAsync(x.send)
-	return func() error { return x.exchange(h, step, k) }
-}
-
-// appendSelection appends to dst the message of a worker selecting in partition part of
-// step: the indices whose accumulated magnitude reaches tau.
-func (x *exDyna) appendSelection(dst []byte, step uint64, part int) []byte {
-	lo, hi := x.topo.span(part)
-	// |a| >= tau compares as integers: the bits of a non-negative float32 order like its
-	// value, so clearing the sign bit gives a key. float32(tau) may round, identically on
-	// every rank.
-	key := math.Float32bits(float32(x.tau))
-	dst = binary.LittleEndian.AppendUint64(dst, step)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(part))
-	dst = binary.LittleEndian.AppendUint32(dst, 0) // count, filled in below
-	for i, a := range x.flat[lo:hi] {
-		if math.Float32bits(a)&0x7fffffff >= key {
-			dst = binary.LittleEndian.AppendUint32(dst, uint32(lo+i))
-		}
-	}
-	binary.LittleEndian.PutUint32(dst[12:], uint32((len(dst)-exHeaderBytes)/4))
-	return dst
-}
-
-// exchange finishes a sparse step: it forms the union of the gathered indices, allreduces
-// this worker's values there, clears them from the memory, and moves tau and the partitions
-// on for the next step.
-func (x *exDyna) exchange(h dist.GatherHandle, step, k int) error {
-	msgs, err := h.Wait()
+	selected := tm.Took(start, hi-lo)
+	msgs, err := x.comm.AllGatherV(x.send)
 	if err != nil {
 		return fmt.Errorf("exdyna: allgather of the selected indices: %w", err)
 	}
-	clock := x.f.Clock()
-	start := clock.Now()
+	start = x.clock.Now()
 	if err := x.formUnion(msgs, step); err != nil {
 		return err
 	}
@@ -418,12 +399,12 @@ func (x *exDyna) exchange(h dist.GatherHandle, step, k int) error {
 	for _, i := range x.union {
 		v := x.flat[i]
 		if !finite(v) {
-			return fmt.Errorf("exdyna: accumulated gradient element %d overflowed: %w", i, &pipeline.NonFiniteError{Index: int(i), Value: v})
+			return fmt.Errorf("exdyna: accumulated gradient element %d overflowed: %w", i, &compress.NonFiniteError{Index: int(i), Value: v})
 		}
 		x.vals = append(x.vals, v)
 	}
 	missing := x.splitByTensor()
-	selected := clock.Since(start) + x.selTime
+	selected += x.clock.Since(start)
 	if len(x.vals) > 0 { // every rank holds the same union, so all skip together
 		if err := x.comm.AllReduce(x.vals, dist.Sum); err != nil {
 			return fmt.Errorf("exdyna: allreduce of %d selected values: %w", len(x.vals), err)
@@ -435,8 +416,8 @@ func (x *exDyna) exchange(h dist.GatherHandle, step, k int) error {
 			return err
 		}
 	}
-	x.f.Meter().Selected(selected, len(x.union), missing)
-	x.f.Meter().SetImbalance(imbalance(x.counts))
+	x.meter.Selected(selected, len(x.union), missing)
+	x.meter.SetExtra(ImbalanceMetric, imbalance(x.counts))
 	if x.observed != nil {
 		x.observed(exStep{Step: step, Union: slices.Clone(x.union), Counts: slices.Clone(x.counts), Bounds: slices.Clone(x.topo.bounds), Tau: x.tau})
 	}
@@ -444,9 +425,22 @@ func (x *exDyna) exchange(h dist.GatherHandle, step, k int) error {
 	return nil
 }
 
+// appendSelection appends to dst the message of a worker selecting in partition part of
+// step: the indices whose accumulated magnitude reaches tau. float32(tau) may round,
+// identically on every rank.
+func (x *ExDyna) appendSelection(dst []byte, step uint64, part int) []byte {
+	lo, hi := x.topo.span(part)
+	dst = binary.LittleEndian.AppendUint64(dst, step)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(part))
+	dst = binary.LittleEndian.AppendUint32(dst, 0) // count, filled in below
+	dst = compress.AppendAtLeast(dst, x.flat[lo:hi], lo, float32(x.tau))
+	binary.LittleEndian.PutUint32(dst[12:], uint32((len(dst)-exHeaderBytes)/4))
+	return dst
+}
+
 // formUnion checks every rank's message and concatenates their indices in partition order,
 // which is ascending order: partitions are contiguous and exclusive.
-func (x *exDyna) formUnion(msgs [][]byte, step int) error {
+func (x *ExDyna) formUnion(msgs [][]byte, step int) error {
 	p := len(x.counts)
 	if len(msgs) != p {
 		return fmt.Errorf("exdyna: allgather returned %d messages for %d ranks", len(msgs), p)
@@ -484,21 +478,21 @@ func (x *exDyna) formUnion(msgs [][]byte, step int) error {
 
 // splitByTensor finds each tensor's run of the (ascending) union and counts the non-empty
 // tensors without any element in it.
-func (x *exDyna) splitByTensor() (missing int) {
+func (x *ExDyna) splitByTensor() (missing int) {
 	j := 0
 	for id := range x.tensors {
 		x.ranges[id] = j
 		for j < len(x.union) && int(x.union[j]) < x.offsets[id+1] {
 			j++
 		}
-		missing += pipeline.Missing(len(x.tensors[id].Grad), j-x.ranges[id])
+		missing += compress.Missing(len(x.tensors[id].Grad), j-x.ranges[id])
 	}
 	x.ranges[len(x.tensors)] = j
 	return missing
 }
 
 // localIndices returns union[lo:hi], which falls in tensor id, as indices into the tensor.
-func (x *exDyna) localIndices(id, lo, hi int) []int32 {
+func (x *ExDyna) localIndices(id, lo, hi int) []int32 {
 	x.local = x.local[:0]
 	off := int32(x.offsets[id])
 	for _, i := range x.union[lo:hi] {
@@ -509,7 +503,7 @@ func (x *exDyna) localIndices(id, lo, hi int) []int32 {
 
 // adapt scales tau and moves partition boundaries after a step that selected
 // sum(counts) elements against a target of k. Everything it reads is the same on every rank.
-func (x *exDyna) adapt(k int) {
+func (x *ExDyna) adapt(k int) {
 	total := 0
 	for _, c := range x.counts {
 		total += c
@@ -538,9 +532,9 @@ func (x *exDyna) adapt(k int) {
 	})
 }
 
-// Finish writes the average of the step's values into the tensors' gradients: the union's
+// finish writes the average of the step's values into the tensors' gradients: the union's
 // elements, or every element in a dense step, and zero elsewhere.
-func (x *exDyna) Finish() error {
+func (x *ExDyna) finish() {
 	world := float32(x.comm.Size())
 	for id, t := range x.tensors {
 		if x.sendAll {
@@ -555,11 +549,7 @@ func (x *exDyna) Finish() error {
 			t.Grad[int(x.union[j])-off] = x.vals[j] / world
 		}
 	}
-	return nil
 }
-
-// Close has nothing to release.
-func (x *exDyna) Close() error { return nil }
 
 // The checkpointed state, little-endian:
 //
@@ -568,8 +558,8 @@ func (x *exDyna) Close() error { return nil }
 // N, P and the block count are there to refuse a state from another model or world size.
 const exStateVersion = 1
 
-// ExtraState encodes tau and the partition boundaries.
-func (x *exDyna) ExtraState() []byte {
+// extraState encodes tau and the partition boundaries.
+func (x *ExDyna) extraState() []byte {
 	b := binary.LittleEndian.AppendUint32(nil, exStateVersion)
 	b = binary.LittleEndian.AppendUint64(b, uint64(x.numel()))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(x.counts)))
@@ -581,8 +571,9 @@ func (x *exDyna) ExtraState() []byte {
 	return b
 }
 
-// RestoreExtra checks an encoded state against this pipeline and adopts it.
-func (x *exDyna) RestoreExtra(b []byte) error {
+// restoreExtra checks an encoded state against this pipeline and adopts it; on error
+// nothing changes.
+func (x *ExDyna) restoreExtra(b []byte) error {
 	const head = 4 + 8 + 4 + 4 + 8
 	p := len(x.counts)
 	if want := head + 4*(p+1); len(b) != want {
@@ -618,5 +609,36 @@ func (x *exDyna) RestoreExtra(b []byte) error {
 	}
 	x.tau = tau
 	copy(x.topo.bounds, bounds)
+	return nil
+}
+
+// State implements pipeline.Stateful: the step count, the error-feedback memory, and tau
+// with the partition boundaries in Extra. ExDyna needs no backprop order.
+func (x *ExDyna) State() (pipeline.State, error) {
+	st := pipeline.State{Steps: x.steps, Extra: x.extraState()}
+	st.Residuals, st.Momenta = x.mem.Export()
+	return st, nil
+}
+
+// Restore implements pipeline.Stateful. A backprop order in the state (checkpoints of
+// earlier versions, in which ExDyna ran on the fusion engine, hold one) is ignored.
+func (x *ExDyna) Restore(st pipeline.State) error {
+	if x.steps != 0 {
+		return fmt.Errorf("exdyna: restoring state into a pipeline that has already run")
+	}
+	if st.Steps < 0 {
+		return fmt.Errorf("exdyna: restoring state with a negative step count %d", st.Steps)
+	}
+	// Everything is checked before anything changes: tau and the partitions are checked
+	// whole by restoreExtra, the memory by fitting it first.
+	saved := x.extraState()
+	if err := x.restoreExtra(st.Extra); err != nil {
+		return fmt.Errorf("restoring state: %w", err)
+	}
+	if err := x.mem.Restore(st.Residuals, st.Momenta); err != nil {
+		x.restoreExtra(saved)
+		return fmt.Errorf("exdyna: %w", err)
+	}
+	x.steps = st.Steps
 	return nil
 }

@@ -10,14 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
 
-func exdynaFactory(cfg pipeline.SparseConfig) pipelinetest.Factory {
+func exdynaFactory(cfg compress.Config) pipelinetest.Factory {
 	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return NewExDyna(comm, tensors, 4*1000, cfg)
+		return NewExDyna(comm, tensors, cfg)
 	}
 }
 
@@ -27,10 +28,10 @@ type exRecorder struct {
 	steps [][]exStep // by rank
 }
 
-func (rec *exRecorder) factory(world int, cfg pipeline.SparseConfig) pipelinetest.Factory {
+func (rec *exRecorder) factory(world int, cfg compress.Config) pipelinetest.Factory {
 	rec.steps = make([][]exStep, world)
 	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		f, x, err := newExDyna(comm, tensors, 4*1000, cfg)
+		x, err := NewExDyna(comm, tensors, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -40,7 +41,7 @@ func (rec *exRecorder) factory(world int, cfg pipeline.SparseConfig) pipelinetes
 			rec.steps[r] = append(rec.steps[r], s)
 			rec.mu.Unlock()
 		}
-		return f, nil
+		return x, nil
 	}
 }
 
@@ -167,7 +168,7 @@ func TestExDynaSelection(t *testing.T) {
 	const world, steps = 3, 30
 	// The first tensor's larger gradients load the first partition, so boundaries move.
 	grads := pipelinetest.Normal(sizes, []float32{0.03, 0.01, 0.01, 0, 0.005, 0.01})
-	for _, cfg := range []pipeline.SparseConfig{
+	for _, cfg := range []compress.Config{
 		{Density: 0.02},
 		{Density: 0.02, Momentum: 0.9, WarmupSteps: 5},
 	} {
@@ -257,8 +258,8 @@ func TestExDynaSelection(t *testing.T) {
 				if !m.HasDensity || m.DensityAchieved != float64(len(want))/float64(n) {
 					t.Errorf("step %d: density %g, union %d of %d", s, m.DensityAchieved, len(want), n)
 				}
-				if m.Imbalance != imbalance(ref.Counts) || (len(want) > 0 && m.Imbalance < 1) {
-					t.Errorf("step %d: imbalance %g, counts %v", s, m.Imbalance, ref.Counts)
+				if m.Extra[ImbalanceMetric] != imbalance(ref.Counts) || (len(want) > 0 && m.Extra[ImbalanceMetric] < 1) {
+					t.Errorf("step %d: imbalance %g, counts %v", s, m.Extra[ImbalanceMetric], ref.Counts)
 				}
 				missing := 0
 				for i := range sizes {
@@ -299,7 +300,7 @@ func TestExDynaConvergesToDensity(t *testing.T) {
 		{0.05, 0.3}, {1e-4, 0.3},
 	} {
 		scale := tc.scale
-		res, err := pipelinetest.Run(world, sizes, nil, steps, scaled(sizes, scale), exdynaFactory(pipeline.SparseConfig{Density: density}))
+		res, err := pipelinetest.Run(world, sizes, nil, steps, scaled(sizes, scale), exdynaFactory(compress.Config{Density: density}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +324,7 @@ func TestExDynaMovesBoundaries(t *testing.T) {
 	grads := pipelinetest.Normal(sizes, []float32{0.004, 0.001})
 	const world, steps = 2, 100
 	var rec exRecorder
-	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, rec.factory(world, pipeline.SparseConfig{Density: 0.01}))
+	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, rec.factory(world, compress.Config{Density: 0.01}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +334,8 @@ func TestExDynaMovesBoundaries(t *testing.T) {
 	}
 	early, late := 0.0, 0.0
 	for s := range 10 {
-		early += res[0].Metrics[5+s].Imbalance / 10
-		late += res[0].Metrics[steps-10+s].Imbalance / 10
+		early += res[0].Metrics[5+s].Extra[ImbalanceMetric] / 10
+		late += res[0].Metrics[steps-10+s].Extra[ImbalanceMetric] / 10
 	}
 	if !(late < early) {
 		t.Errorf("imbalance %g at the start, %g at the end", early, late)
@@ -347,7 +348,7 @@ func TestExDynaAtDensityOneIsDense(t *testing.T) {
 	sizes := []int{300, 7, 1, 0, 2000, 64}
 	grads := pipelinetest.Normal(sizes, nil)
 	for _, world := range []int{1, 3} {
-		res, err := pipelinetest.Run(world, sizes, nil, 3, grads, exdynaFactory(pipeline.SparseConfig{Density: 1, Momentum: 0.5}))
+		res, err := pipelinetest.Run(world, sizes, nil, 3, grads, exdynaFactory(compress.Config{Density: 1, Momentum: 0.5}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +369,7 @@ func TestExDynaAtDensityOneIsDense(t *testing.T) {
 func TestExDynaRanksAgree(t *testing.T) {
 	sizes := []int{1000, 10, 3000, 33, 1}
 	grads := scaled(sizes, 0.02)
-	for _, cfg := range []pipeline.SparseConfig{{Density: 0.05}, {Density: 0.05, Momentum: 0.9, WarmupSteps: 3}} {
+	for _, cfg := range []compress.Config{{Density: 0.05}, {Density: 0.05, Momentum: 0.9, WarmupSteps: 3}} {
 		res, err := pipelinetest.Run(4, sizes, nil, 12, grads, exdynaFactory(cfg))
 		if err != nil {
 			t.Fatal(err)
@@ -386,7 +387,7 @@ func TestExDynaResume(t *testing.T) {
 	sizes := []int{3000, 16, 700, 5}
 	grads := pipelinetest.Normal(sizes, []float32{0.02, 0.01, 0.005, 0.01})
 	const world, steps, split = 3, 16, 10
-	for name, cfg := range map[string]pipeline.SparseConfig{
+	for name, cfg := range map[string]compress.Config{
 		"plain": {Density: 0.05},
 		"dgc":   {Density: 0.05, Momentum: 0.9, WarmupSteps: 4},
 	} {
@@ -410,25 +411,25 @@ func TestExDynaState(t *testing.T) {
 	defer comms[0].Close()
 	defer comms[1].Close()
 	tensors := pipelinetest.Tensors([]int{5000, 100})
-	_, x, err := newExDyna(comms[0], tensors, 1024, pipeline.SparseConfig{Density: 0.01})
+	x, err := NewExDyna(comms[0], tensors, compress.Config{Density: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
 	x.tau = 0.125
 	x.topo.bounds[1] -= 3
-	saved := x.ExtraState()
-	_, y, err := newExDyna(comms[0], tensors, 1024, pipeline.SparseConfig{Density: 0.01})
+	saved := x.extraState()
+	y, err := NewExDyna(comms[0], tensors, compress.Config{Density: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := y.RestoreExtra(saved); err != nil {
+	if err := y.restoreExtra(saved); err != nil {
 		t.Fatal(err)
 	}
 	if y.tau != 0.125 || !slices.Equal(y.topo.bounds, x.topo.bounds) {
 		t.Fatalf("restored tau %g, bounds %v; saved %g, %v", y.tau, y.topo.bounds, x.tau, x.topo.bounds)
 	}
 	fresh := slices.Clone(newExTopology(y.topo.blocks, 2).bounds)
-	_, z, err := newExDyna(comms[0], tensors, 1024, pipeline.SparseConfig{Density: 0.01})
+	z, err := NewExDyna(comms[0], tensors, compress.Config{Density: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +440,7 @@ func TestExDynaState(t *testing.T) {
 		bad[name] = b
 	}
 	for name, b := range bad {
-		if err := z.RestoreExtra(b); err == nil {
+		if err := z.restoreExtra(b); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 		if z.tau != 0 || !slices.Equal(z.topo.bounds, fresh) {
@@ -447,11 +448,11 @@ func TestExDynaState(t *testing.T) {
 		}
 	}
 	// Through the pipeline: a state without ExDyna's part is refused.
-	p, err := NewExDyna(comms[1], tensors, 1024, pipeline.SparseConfig{Density: 0.01})
+	p, err := NewExDyna(comms[1], tensors, compress.Config{Density: 0.01})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.(pipeline.Stateful).Restore(pipeline.State{Steps: 3}); err == nil {
+	if err := p.Restore(pipeline.State{Steps: 3}); err == nil {
 		t.Error("a state without threshold and partitions was accepted")
 	}
 }
@@ -460,19 +461,16 @@ func TestExDynaConfigErrors(t *testing.T) {
 	comm := dist.NewInProc(1)[0]
 	defer comm.Close()
 	tensors := pipelinetest.Tensors([]int{10})
-	for _, cfg := range []pipeline.SparseConfig{
+	for _, cfg := range []compress.Config{
 		{Density: 0},
 		{Density: 1.5},
 		{Density: math.NaN()},
 		{Density: 0.1, Momentum: 1},
 		{Density: 0.1, WarmupSteps: -1},
 	} {
-		if _, err := NewExDyna(comm, tensors, 1024, cfg); err == nil {
+		if _, err := NewExDyna(comm, tensors, cfg); err == nil {
 			t.Errorf("accepted %+v", cfg)
 		}
-	}
-	if _, err := NewExDyna(comm, tensors, 0, pipeline.SparseConfig{Density: 0.1}); err == nil {
-		t.Error("accepted a fusion threshold of 0")
 	}
 }
 
@@ -490,7 +488,7 @@ func TestExDynaRejectsNonFinite(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() {
-			_, err := pipelinetest.Run(2, sizes, nil, 3, grads, exdynaFactory(pipeline.SparseConfig{Density: 0.1}))
+			_, err := pipelinetest.Run(2, sizes, nil, 3, grads, exdynaFactory(compress.Config{Density: 0.1}))
 			done <- err
 		}()
 		select {
@@ -498,7 +496,7 @@ func TestExDynaRejectsNonFinite(t *testing.T) {
 			if err == nil {
 				t.Fatalf("NaN on rank %d: passed", only)
 			}
-			var nf *pipeline.NonFiniteError
+			var nf *compress.NonFiniteError
 			if only < 0 && !errors.As(err, &nf) {
 				t.Fatalf("error %v is not a NonFiniteError", err)
 			}

@@ -7,7 +7,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -38,7 +40,7 @@ func (c LinkCost) allGather(bytes float64, world int) float64 {
 // NewSAFusion returns SAFusion (HPDC 2025), "sparsification ahead of fusion":
 //
 //   - Every tensor is sparsified on its own, with error feedback, as soon as its gradient
-//     arrives, sending k_i = max(1, floor(density*n_i)) pairs (pipeline.KFor) picked by the
+//     arrives, sending k_i = max(1, floor(density*n_i)) pairs (compress.KFor) picked by the
 //     configured selector, so no tensor goes missing; the sparse results of each fusion
 //     buffer are encoded into one message and allgathered, as in per-tensor sparsification.
 //   - Inter-worker gradient alignment: every rank sends exactly k_i pairs of every tensor,
@@ -48,7 +50,7 @@ func (c LinkCost) allGather(bytes float64, world int) float64 {
 //     changes no sum, and the padding is not cleared from the error-feedback memory. Every
 //     rank checks on receipt that every message has the aligned length.
 //   - Intra-worker adaptive buffer sizing: the first warmupSteps steps run with ordinary
-//     buffers of up to thresholdBytes (pipeline.PlanBuckets) while each tensor's backward
+//     buffers of up to thresholdBytes (fusion.PlanBuckets) while each tensor's backward
 //     and selection times are measured. At the end of the last warm-up step rank 0's
 //     averages are broadcast and every rank plans the same new buffers from them with the
 //     cost model (see planBuffers); later steps use those.
@@ -66,7 +68,7 @@ func (c LinkCost) allGather(bytes float64, world int) float64 {
 // Metrics: selection time, density and missing tensors as per-tensor sparsification
 // reports them. Padding counts as sent bytes but not as selected elements, so density is
 // what the selector picked and a tensor padded from nothing counts as missing.
-func NewSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig, cost LinkCost, warmupSteps int) (pipeline.Pipeline, error) {
+func NewSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, cost LinkCost, warmupSteps int) (pipeline.Pipeline, error) {
 	f, _, err := newSAFusion(comm, tensors, thresholdBytes, cfg, cost, warmupSteps)
 	if err != nil {
 		return nil, err
@@ -75,7 +77,7 @@ func NewSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdByt
 }
 
 // newSAFusion is NewSAFusion that also returns the stage, for tests to watch.
-func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig, cost LinkCost, warmupSteps int) (*pipeline.Fusion, *saFusion, error) {
+func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, cost LinkCost, warmupSteps int) (*fusion.Fusion, *saFusion, error) {
 	if comm == nil {
 		return nil, nil, errors.New("SAFusion: no communicator")
 	}
@@ -99,7 +101,7 @@ func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdByt
 	case warmupSteps < 2:
 		return nil, nil, fmt.Errorf("SAFusion: %d warm-up steps: need at least 2, as the first step cannot be timed", warmupSteps)
 	}
-	sel, err := pipeline.NewSelector(cfg.Selector, cfg.Seed+uint64(comm.Rank()))
+	sel, err := compress.NewSelector(cfg.Selector, cfg.Seed+uint64(comm.Rank()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("SAFusion: %w", err)
 	}
@@ -108,7 +110,7 @@ func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdByt
 		backward: make([]time.Duration, len(tensors)), selection: make([]time.Duration, len(tensors)),
 		stepBackward: make([]time.Duration, len(tensors)), stepSelection: make([]time.Duration, len(tensors)),
 	}
-	f, err := pipeline.NewFusion(comm, tensors, thresholdBytes, s, true)
+	f, err := fusion.New(comm, tensors, thresholdBytes, s, true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("SAFusion: %w", err)
 	}
@@ -119,14 +121,14 @@ func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdByt
 type saFusion struct {
 	comm    dist.Communicator
 	tensors []pipeline.Tensor
-	cfg     pipeline.SparseConfig
+	cfg     compress.Config
 	cost    LinkCost
 	warmup  int
 
-	f       *pipeline.Fusion
-	mem     *pipeline.Memory  // kept across replans
-	sel     pipeline.Selector // selection runs on the pushing goroutine only
-	buckets []pipeline.Bucket
+	e       fusion.Engine
+	sel     compress.Selector    // selection runs on the pushing goroutine only
+	c       *compress.Compressor // kept across replans
+	buckets []fusion.Bucket
 	bufs    []*alignedBuffer
 
 	// Warm-up timing, by tensor id. Only steps whose gradients arrive as backward produces
@@ -146,20 +148,22 @@ type saFusion struct {
 }
 
 // Memory returns the error-feedback memory, nil before the plan; checkpoints read it.
-func (p *saFusion) Memory() *pipeline.Memory { return p.mem }
+func (p *saFusion) Memory() *compress.Memory {
+	if p.c == nil {
+		return nil
+	}
+	return p.c.Memory()
+}
 
 // Plan builds one aligned buffer per fusion buffer. It is called again when the warm-up
-// replans; the error-feedback memory is created the first time only and kept.
-func (p *saFusion) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
-	p.f = f
-	if p.mem == nil {
-		sizes := make([]int, len(p.tensors))
-		for i, t := range p.tensors {
-			sizes[i] = len(t.Grad)
-		}
+// replans; the compressor, with the error-feedback memory, is created the first time only
+// and kept.
+func (p *saFusion) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, error) {
+	p.e = e
+	if p.c == nil {
 		var err error
-		if p.mem, err = pipeline.NewMemory(sizes, p.cfg.Momentum); err != nil {
-			return nil, false, err
+		if p.c, err = fusion.NewCompressor(e, p.cfg, pipeline.Sizes(p.tensors), p.sel); err != nil {
+			return nil, false, fmt.Errorf("SAFusion: %w", err)
 		}
 	}
 	p.buckets = buckets
@@ -179,11 +183,11 @@ func (p *saFusion) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, b
 // spent between the two gradients (the first tensor of a step gets 0: the start of backward
 // is not seen, and the planner does not need it), and its selection time as everything
 // this call does before the tensor's pairs are ready (accumulation, selection, padding).
-func (p *saFusion) Process(id int, s pipeline.Slot, grad []float32) error {
-	clock := p.f.Clock()
+func (p *saFusion) Process(id int, s fusion.Slot, grad []float32) error {
+	clock := p.e.Clock()
 	start := clock.Now()
-	step := p.f.Step()
-	timing := p.warmed < p.warmup && !p.f.Replayed()
+	step := p.e.Step()
+	timing := p.warmed < p.warmup && !p.e.Replayed()
 	if timing {
 		var b time.Duration
 		if p.lastStep == step && !p.lastEnd.IsZero() {
@@ -191,23 +195,15 @@ func (p *saFusion) Process(id int, s pipeline.Slot, grad []float32) error {
 		}
 		p.stepBackward[id] = b
 	}
-	acc, err := p.mem.Accumulate(id, grad)
-	if err != nil {
-		return err
-	}
-	k := pipeline.KFor(len(grad), p.cfg.DensityAt(step))
 	part := &p.bufs[s.Bucket].Parts[s.Index]
-	d, err := pipeline.Sparsify(p.f.Timing(p.cfg.Selector), p.sel, p.mem, id, acc, k, part)
-	if err != nil {
+	if err := p.c.Compress(id, grad, part); err != nil {
 		return err
 	}
-	picked := len(part.Indices)
-	pad(part, k)
-	p.f.Meter().Selected(d, picked, pipeline.Missing(len(grad), picked))
+	pad(part, p.c.K(len(grad)))
 	if timing {
 		p.stepSelection[id] = clock.Since(start)
 	}
-	p.f.Done(s.Bucket)
+	p.e.Done(s.Bucket)
 	if timing {
 		p.lastEnd, p.lastStep = clock.Now(), step
 	}
@@ -217,10 +213,10 @@ func (p *saFusion) Process(id int, s pipeline.Slot, grad []float32) error {
 // pad brings part up to k pairs with zero values at its last selected index, or at index
 // 0 when nothing was selected. A zero adds nothing in the scatter-average, whatever the
 // index, and the last index keeps the indices in ascending order. It must run after
-// pipeline.Sparsify has cleared the selected elements from the memory, so that the memory
+// the compressor has cleared the selected elements from the memory, so that the memory
 // at a padded index is kept. A part with more than k pairs (a selector that broke its
 // contract) is left alone: every rank's length check reports it.
-func pad(part *pipeline.SparseTensor, k int) {
+func pad(part *compress.SparseTensor, k int) {
 	var at int32
 	if n := len(part.Indices); n > 0 {
 		at = part.Indices[n-1]
@@ -231,12 +227,12 @@ func pad(part *pipeline.SparseTensor, k int) {
 	}
 }
 
-func (p *saFusion) Issue(b int) pipeline.Completion { return p.bufs[b].AllGather(p.comm) }
+func (p *saFusion) Issue(b int) fusion.Completion { return p.bufs[b].AllGather(p.comm) }
 
 // Finish checks that every rank's message has the aligned length, scatter-averages the
 // buffers and, at the end of the warm-up, replans.
 func (p *saFusion) Finish() error {
-	step := p.f.Step()
+	step := p.e.Step()
 	density := p.cfg.DensityAt(step)
 	for b, buf := range p.bufs {
 		if p.onGather != nil {
@@ -253,7 +249,7 @@ func (p *saFusion) Finish() error {
 	if p.warmed >= p.warmup {
 		return nil
 	}
-	if !p.f.Replayed() {
+	if !p.e.Replayed() {
 		for id := range p.tensors {
 			p.backward[id] += p.stepBackward[id]
 			p.selection[id] += p.stepSelection[id]
@@ -298,31 +294,31 @@ func (p *saFusion) replan() error {
 		}
 		// The buffers are planned for the target density, which holds after any DGC
 		// density warm-up.
-		k := pipeline.KFor(len(p.tensors[id].Grad), p.cfg.Density)
-		timings[i] = tensorTiming{Bytes: float64(pipeline.SparseHeaderBytes + pipeline.SparsePairBytes*k), Backward: b, Select: s}
+		k := compress.KFor(len(p.tensors[id].Grad), p.cfg.Density)
+		timings[i] = tensorTiming{Bytes: float64(compress.SparseHeaderBytes + compress.SparsePairBytes*k), Backward: b, Select: s}
 	}
 	counts := planBuffers(timings, p.cost, p.comm.Size())
 	if p.onReplan != nil {
 		p.onReplan(timings, counts)
 	}
-	buckets, err := pipeline.GroupBuckets(order, func(id int) int { return len(p.tensors[id].Grad) }, counts)
+	buckets, err := fusion.GroupBuckets(order, func(id int) int { return len(p.tensors[id].Grad) }, counts)
 	if err != nil {
 		return err
 	}
-	return p.f.Replan(buckets)
+	return p.e.Replan(buckets)
 }
 
 func (p *saFusion) Close() error { return nil }
 
-// alignedBuffer is the sparse part of one SAFusion fusion buffer: a pipeline.SparseBuffer
+// alignedBuffer is the sparse part of one SAFusion fusion buffer: a fusion.SparseBuffer
 // whose messages must all have the length that k_i pairs per tensor give.
 type alignedBuffer struct {
-	*pipeline.SparseBuffer
+	*fusion.SparseBuffer
 	numel []int // element count of each tensor, in buffer order
 }
 
 func newAlignedBuffer(tensors []pipeline.Tensor, ids []int) *alignedBuffer {
-	a := &alignedBuffer{SparseBuffer: pipeline.NewSparseBuffer(tensors, ids), numel: make([]int, len(ids))}
+	a := &alignedBuffer{SparseBuffer: fusion.NewSparseBuffer(tensors, ids), numel: make([]int, len(ids))}
 	for i, id := range ids {
 		a.numel[i] = len(tensors[id].Grad)
 	}
@@ -332,9 +328,9 @@ func newAlignedBuffer(tensors []pipeline.Tensor, ids []int) *alignedBuffer {
 // wireSize is the length every rank's message has at density: each tensor sends exactly
 // KFor(n_i, density) pairs.
 func (a *alignedBuffer) wireSize(density float64) int {
-	n := pipeline.SparseCountBytes
+	n := compress.SparseCountBytes
 	for _, numel := range a.numel {
-		n += pipeline.SparseHeaderBytes + pipeline.SparsePairBytes*pipeline.KFor(numel, density)
+		n += compress.SparseHeaderBytes + compress.SparsePairBytes*compress.KFor(numel, density)
 	}
 	return n
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -15,7 +16,7 @@ import (
 
 // safusionFactory builds SAFusion pipelines; watch, when set, sees each rank's stage before
 // the pipeline runs.
-func safusionFactory(thresholdBytes int, cfg pipeline.SparseConfig, cost LinkCost, warmup int, watch func(rank int, s *saFusion)) pipelinetest.Factory {
+func safusionFactory(thresholdBytes int, cfg compress.Config, cost LinkCost, warmup int, watch func(rank int, s *saFusion)) pipelinetest.Factory {
 	var mu sync.Mutex
 	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		f, s, err := newSAFusion(comm, tensors, thresholdBytes, cfg, cost, warmup)
@@ -143,7 +144,7 @@ func TestSAFusionAtDensityOneIsDense(t *testing.T) {
 	grads := pipelinetest.Normal(sizes, nil)
 	for _, threshold := range []int{4 * 100, 1 << 20} {
 		for _, cost := range []LinkCost{{}, freeLink} {
-			res, err := pipelinetest.Run(3, sizes, nil, 4, grads, safusionFactory(threshold, pipeline.SparseConfig{Density: 1, Selector: "topk"}, cost, 2, nil))
+			res, err := pipelinetest.Run(3, sizes, nil, 4, grads, safusionFactory(threshold, compress.Config{Density: 1, Selector: "topk"}, cost, 2, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +169,7 @@ func TestSAFusionAtDensityOneIsDense(t *testing.T) {
 func TestSAFusionMatchesPerTensor(t *testing.T) {
 	sizes := []int{500, 3, 5000, 40, 7, 1200}
 	grads := pipelinetest.Normal(sizes, []float32{1, 1e-3, 1, 1e-2, 1})
-	configs := map[string]pipeline.SparseConfig{
+	configs := map[string]compress.Config{
 		"plain": {Density: 0.02, Selector: "topk"},
 		"dgc":   {Density: 0.02, Selector: "topk", Momentum: 0.9, WarmupSteps: 3},
 	}
@@ -206,7 +207,7 @@ func bitsEqual(a, b []float32) bool {
 func TestSAFusionRanksAgree(t *testing.T) {
 	sizes := []int{1000, 10, 3000, 33, 1}
 	grads := pipelinetest.Normal(sizes, nil)
-	res, err := pipelinetest.Run(4, sizes, nil, 5, grads, safusionFactory(4*1500, pipeline.SparseConfig{Density: 0.05, Selector: "topk"}, LinkCost{}, 2, nil))
+	res, err := pipelinetest.Run(4, sizes, nil, 5, grads, safusionFactory(4*1500, compress.Config{Density: 0.05, Selector: "topk"}, LinkCost{}, 2, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestSAFusionRanksAgree(t *testing.T) {
 // sampled selector may: in steps where step+rank is odd it drops the last drop indices
 // (all of them when k <= drop).
 type shortSelector struct {
-	inner                  pipeline.TopK
+	inner                  compress.TopK
 	rank, tensors, calls   int
 	drop                   int
 	extra                  bool // return one index too many instead (a broken selector)
@@ -308,7 +309,7 @@ func TestSAFusionAlignsShortSelections(t *testing.T) {
 		s.onGather = log.hook(rank)
 		stages[rank] = s
 	}
-	cfg := pipeline.SparseConfig{Density: density, Selector: "topk"}
+	cfg := compress.Config{Density: density, Selector: "topk"}
 	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(4*400, cfg, LinkCost{}, 2, watch))
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +329,7 @@ func TestSAFusionAlignsShortSelections(t *testing.T) {
 	for _, n := range sizes {
 		numel += n
 	}
-	var sel pipeline.TopK
+	var sel compress.TopK
 	padded := 0
 	for s := range steps {
 		want := make([][]float32, len(sizes))
@@ -343,7 +344,7 @@ func TestSAFusionAlignsShortSelections(t *testing.T) {
 				for j := range acc {
 					acc[j] += g[i][j]
 				}
-				k := pipeline.KFor(sizes[i], density)
+				k := compress.KFor(sizes[i], density)
 				idx, err := sel.Select(acc, k, nil)
 				if err != nil {
 					t.Fatal(err)
@@ -353,7 +354,7 @@ func TestSAFusionAlignsShortSelections(t *testing.T) {
 				}
 				padded += k - len(idx)
 				picked += len(idx)
-				missing += pipeline.Missing(sizes[i], len(idx))
+				missing += compress.Missing(sizes[i], len(idx))
 				for _, j := range idx {
 					want[i][j] += acc[j]
 					acc[j] = 0
@@ -395,7 +396,7 @@ func TestSAFusionAlignsShortSelections(t *testing.T) {
 func TestSAFusionSampledAligned(t *testing.T) {
 	sizes := []int{200000, 300, 150000, 10}
 	grads := pipelinetest.Normal(sizes, nil)
-	cfg := pipeline.SparseConfig{Density: 0.02, Selector: "sampled", Seed: 7}
+	cfg := compress.Config{Density: 0.02, Selector: "sampled", Seed: 7}
 	const world, steps = 2, 4
 	var log gatherLog
 	got, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(1<<20, cfg, LinkCost{}, 2, func(rank int, s *saFusion) { s.onGather = log.hook(rank) }))
@@ -420,7 +421,7 @@ func TestSAFusionRejectsMisalignedChunk(t *testing.T) {
 	watch := func(rank int, s *saFusion) {
 		s.sel = &shortSelector{rank: rank, tensors: len(sizes), extra: true, extraRank: 1, extraAtCall: 3}
 	}
-	_, err := pipelinetest.Run(3, sizes, nil, 3, grads, safusionFactory(1<<20, pipeline.SparseConfig{Density: 0.1, Selector: "topk"}, LinkCost{}, 2, watch))
+	_, err := pipelinetest.Run(3, sizes, nil, 3, grads, safusionFactory(1<<20, compress.Config{Density: 0.1, Selector: "topk"}, LinkCost{}, 2, watch))
 	if err == nil || !strings.Contains(err.Error(), "rank 1 sent") {
 		t.Fatalf("error %v, want one naming rank 1's message", err)
 	}
@@ -461,7 +462,7 @@ func TestSAFusionReplansAfterWarmup(t *testing.T) {
 				plans[rank] = append(plans[rank], replanned{slices.Clone(ts), slices.Clone(counts)})
 			}
 		}
-		cfg := pipeline.SparseConfig{Density: 0.05, Selector: "topk"}
+		cfg := compress.Config{Density: 0.05, Selector: "topk"}
 		if _, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(threshold, cfg, tc.cost, warmup, watch)); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -523,7 +524,7 @@ func TestSAFusionTimesBackward(t *testing.T) {
 	const d = 5 * time.Millisecond
 	var mu sync.Mutex
 	got := map[int][]tensorTiming{}
-	inner := safusionFactory(1<<20, pipeline.SparseConfig{Density: 0.1, Selector: "topk"}, LinkCost{}, 2, func(rank int, s *saFusion) {
+	inner := safusionFactory(1<<20, compress.Config{Density: 0.1, Selector: "topk"}, LinkCost{}, 2, func(rank int, s *saFusion) {
 		s.onReplan = func(ts []tensorTiming, _ []int) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -567,7 +568,7 @@ func TestSAFusionTimesBackward(t *testing.T) {
 func TestSAFusionResume(t *testing.T) {
 	sizes := []int{3000, 16, 700, 5}
 	grads := pipelinetest.Normal(sizes, nil)
-	configs := map[string]pipeline.SparseConfig{
+	configs := map[string]compress.Config{
 		"plain": {Density: 0.02, Selector: "topk"},
 		"dgc":   {Density: 0.02, Selector: "topk", Momentum: 0.9, WarmupSteps: 4},
 	}
@@ -584,19 +585,19 @@ func TestSAFusionArgumentErrors(t *testing.T) {
 	comm := dist.NewInProc(1)[0]
 	defer comm.Close()
 	tensors := pipelinetest.Tensors([]int{10})
-	good := pipeline.SparseConfig{Density: 0.1, Selector: "topk"}
+	good := compress.Config{Density: 0.1, Selector: "topk"}
 	for _, tc := range []struct {
 		name      string
 		comm      dist.Communicator
 		threshold int
-		cfg       pipeline.SparseConfig
+		cfg       compress.Config
 		cost      LinkCost
 		warmup    int
 	}{
 		{"no communicator", nil, 1024, good, LinkCost{}, 0},
 		{"zero threshold", comm, 0, good, LinkCost{}, 0},
-		{"zero density", comm, 1024, pipeline.SparseConfig{Selector: "topk"}, LinkCost{}, 0},
-		{"unknown selector", comm, 1024, pipeline.SparseConfig{Density: 0.1, Selector: "nope"}, LinkCost{}, 0},
+		{"zero density", comm, 1024, compress.Config{Selector: "topk"}, LinkCost{}, 0},
+		{"unknown selector", comm, 1024, compress.Config{Density: 0.1, Selector: "nope"}, LinkCost{}, 0},
 		{"negative alpha", comm, 1024, good, LinkCost{Alpha: -1, Beta: 1e-9}, 0},
 		{"NaN beta", comm, 1024, good, LinkCost{Beta: math.NaN()}, 0},
 		{"infinite alpha", comm, 1024, good, LinkCost{Alpha: math.Inf(1), Beta: 1e-9}, 0},
@@ -628,11 +629,11 @@ func TestAlignedWireSize(t *testing.T) {
 	buf := newAlignedBuffer(tensors, []int{3, 1, 0, 2})
 	for _, density := range []float64{0.001, 0.05, 0.5, 1} {
 		for i := range buf.Parts {
-			k := pipeline.KFor(len(tensors[buf.Parts[i].ID].Grad), density)
+			k := compress.KFor(len(tensors[buf.Parts[i].ID].Grad), density)
 			buf.Parts[i].Indices = make([]int32, k)
 			buf.Parts[i].Values = make([]float32, k)
 		}
-		if got, want := buf.wireSize(density), pipeline.SparseSize(buf.Parts); got != want {
+		if got, want := buf.wireSize(density), compress.SparseSize(buf.Parts); got != want {
 			t.Errorf("density %g: aligned size %d, encoder's %d", density, got, want)
 		}
 	}

@@ -6,12 +6,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
 
-func sparseFactory(name string, thresholdBytes int, cfg pipeline.SparseConfig) pipelinetest.Factory {
+func sparseFactory(name string, thresholdBytes int, cfg compress.Config) pipelinetest.Factory {
 	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		if name == "pertensor" {
 			return NewPerTensor(comm, tensors, thresholdBytes, cfg)
@@ -26,7 +27,7 @@ func TestSparseAtDensityOneIsDense(t *testing.T) {
 	grads := pipelinetest.Normal(sizes, nil)
 	for _, name := range []string{"pertensor", "multitensor"} {
 		for _, threshold := range []int{4 * 100, 1 << 20} {
-			res, err := pipelinetest.Run(3, sizes, nil, 3, grads, sparseFactory(name, threshold, pipeline.SparseConfig{Density: 1, Selector: "topk"}))
+			res, err := pipelinetest.Run(3, sizes, nil, 3, grads, sparseFactory(name, threshold, compress.Config{Density: 1, Selector: "topk"}))
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -51,7 +52,7 @@ func TestMissingTensors(t *testing.T) {
 	sizes := []int{4000, 16, 4000, 16, 4000}
 	scale := []float32{1, 1e-3, 1, 1e-3, 1}
 	grads := pipelinetest.Normal(sizes, scale)
-	cfg := pipeline.SparseConfig{Density: 0.01, Selector: "topk"}
+	cfg := compress.Config{Density: 0.01, Selector: "topk"}
 	const steps = 4
 	for _, tc := range []struct {
 		name        string
@@ -87,7 +88,7 @@ func TestPerTensorAggregates(t *testing.T) {
 	sizes := []int{500, 3, 5000, 40}
 	grads := pipelinetest.Normal(sizes, nil)
 	const world, steps, density = 3, 4, 0.02
-	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, sparseFactory("pertensor", 4*600, pipeline.SparseConfig{Density: density, Selector: "topk"}))
+	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, sparseFactory("pertensor", 4*600, compress.Config{Density: density, Selector: "topk"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestPerTensorAggregates(t *testing.T) {
 				for j := range acc {
 					acc[j] += g[i][j]
 				}
-				for _, j := range sortTopK(acc, pipeline.KFor(sizes[i], density)) {
+				for _, j := range sortTopK(acc, compress.KFor(sizes[i], density)) {
 					want[i][j] += float64(acc[j]) / world
 					acc[j] = 0
 				}
@@ -154,7 +155,7 @@ func TestSparseRanksAgree(t *testing.T) {
 	sizes := []int{1000, 10, 3000, 33, 1}
 	grads := pipelinetest.Normal(sizes, nil)
 	for _, name := range []string{"pertensor", "multitensor"} {
-		res, err := pipelinetest.Run(4, sizes, nil, 5, grads, sparseFactory(name, 4*1500, pipeline.SparseConfig{Density: 0.05, Selector: "topk"}))
+		res, err := pipelinetest.Run(4, sizes, nil, 5, grads, sparseFactory(name, 4*1500, compress.Config{Density: 0.05, Selector: "topk"}))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -168,7 +169,7 @@ func TestSparseConfigErrors(t *testing.T) {
 	comm := dist.NewInProc(1)[0]
 	defer comm.Close()
 	tensors := pipelinetest.Tensors([]int{10})
-	for _, cfg := range []pipeline.SparseConfig{
+	for _, cfg := range []compress.Config{
 		{Density: 0, Selector: "topk"},
 		{Density: 1.5, Selector: "topk"},
 		{Density: 0.1, Selector: "nope"},
@@ -193,11 +194,11 @@ func TestSparseRejectsNonFinite(t *testing.T) {
 		return g
 	}
 	for _, name := range []string{"pertensor", "multitensor"} {
-		_, err := pipelinetest.Run(2, sizes, nil, 2, grads, sparseFactory(name, 1<<20, pipeline.SparseConfig{Density: 0.1, Selector: "topk"}))
+		_, err := pipelinetest.Run(2, sizes, nil, 2, grads, sparseFactory(name, 1<<20, compress.Config{Density: 0.1, Selector: "topk"}))
 		if err == nil {
 			t.Fatalf("%s: a NaN gradient passed", name)
 		}
-		var nf *pipeline.NonFiniteError
+		var nf *compress.NonFiniteError
 		if !errors.As(err, &nf) {
 			t.Fatalf("%s: error %v is not a NonFiniteError", name, err)
 		}
@@ -208,7 +209,7 @@ func TestSparseRejectsNonFinite(t *testing.T) {
 func TestDensityWarmup(t *testing.T) {
 	sizes := []int{10000, 20000}
 	grads := pipelinetest.Normal(sizes, nil)
-	cfg := pipeline.SparseConfig{Density: 0.01, Selector: "topk", WarmupSteps: 2}
+	cfg := compress.Config{Density: 0.01, Selector: "topk", WarmupSteps: 2}
 	for _, name := range []string{"pertensor", "multitensor"} {
 		res, err := pipelinetest.Run(2, sizes, nil, 4, grads, sparseFactory(name, 1<<20, cfg))
 		if err != nil {
@@ -228,7 +229,7 @@ func TestDensityWarmup(t *testing.T) {
 func TestSparseResume(t *testing.T) {
 	sizes := []int{3000, 16, 700, 5}
 	grads := pipelinetest.Normal(sizes, nil)
-	configs := map[string]pipeline.SparseConfig{
+	configs := map[string]compress.Config{
 		"plain": {Density: 0.02, Selector: "topk"},
 		"dgc":   {Density: 0.02, Selector: "topk", Momentum: 0.9, WarmupSteps: 4},
 	}

@@ -1,10 +1,13 @@
-// Package pipeline holds what every gradient pipeline shares: the Pipeline interface through
-// which the trainer hands over gradients as backprop produces them, the per-step metrics a
-// pipeline reports, and the local pass-through pipeline used by a single process.
+// Package pipeline is the contract between the trainer and the gradient pipelines: the
+// Pipeline interface through which the trainer hands over each gradient as backprop produces
+// it, the per-step metrics a pipeline reports, the state a checkpoint keeps (State,
+// Stateful), the push bookkeeping every pipeline checks its calls with (Pushes), and the
+// pass-through pipeline of a single process (Local).
 //
-// The trainer knows only this package; concrete pipelines (dense allreduce, per-tensor and
-// multi-tensor sparsification, SSFusion, ...) live in their own packages and are chosen by name
-// at the top of the program, so adding one touches no trainer code.
+// The trainer knows only this package. The pipelines live elsewhere: the fusion engine that
+// most of them are built on (package fusion), the compression parts they share (package
+// compress), the baselines (package baselines) and SSFusion (package ssfusion); the program
+// chooses one by name, so adding a pipeline touches no trainer code.
 package pipeline
 
 import "time"
@@ -53,39 +56,34 @@ type StepMetrics struct {
 	DensityAchieved float64 // elements sent / elements in all tensors
 	TensorsMissing  int     // tensors with no element selected in this step
 
-	Imbalance float64 // ExDyna: largest partition's selected count over the mean; 0 when not applicable
+	// Extra holds figures particular to one pipeline, by the name of their metrics.csv
+	// column (ExDyna's "partition_imbalance"); nil when there are none.
+	Extra map[string]float64
 }
 
 // Local is the pipeline of a single process: the gradient each tensor received in backward is
 // already the aggregate, so it only checks that every tensor was pushed once.
 type Local struct {
-	tensors []Tensor
-	pushed  []bool
+	pushes  *Pushes
 	metrics StepMetrics
 }
 
 // NewLocal returns the pass-through pipeline for tensors.
 func NewLocal(tensors []Tensor) *Local {
-	return &Local{tensors: tensors, pushed: make([]bool, len(tensors))}
+	return &Local{pushes: NewPushes(tensors)}
 }
 
 // Push records that tensor id's gradient is ready.
-func (l *Local) Push(id int, grad []float32) error {
-	if err := CheckPush(l.tensors, l.pushed, id, grad); err != nil {
-		return err
-	}
-	l.pushed[id] = true
-	return nil
-}
+func (l *Local) Push(id int, grad []float32) error { return l.pushes.Push(id, grad) }
 
 // Wait checks that the step pushed every tensor and resets for the next step.
 func (l *Local) Wait() error {
 	start := time.Now()
 	defer func() {
-		clear(l.pushed)
+		l.pushes.Reset()
 		l.metrics = StepMetrics{Wait: time.Since(start)}
 	}()
-	return CheckAllPushed(l.tensors, l.pushed)
+	return l.pushes.Complete()
 }
 
 // Metrics reports the last step: a local pipeline sends nothing.

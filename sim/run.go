@@ -184,6 +184,11 @@ func (rk *rankRun) run(steps int) ([]stepRecord, error) {
 		return nil, fmt.Errorf("sim: building the pipeline: %w", err)
 	}
 	defer pipe.Close()
+	if m, ok := pipe.(interface{ MirrorMessage([]byte, int) []byte }); ok {
+		if mc, ok := rk.comm.(dist.Mirroring); ok {
+			mc.SetMirror(m.MirrorMessage)
+		}
+	}
 	records := make([]stepRecord, 0, steps)
 	for s := range steps {
 		rec, err := rk.step(pipe, s)

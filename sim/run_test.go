@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/profile"
@@ -40,7 +41,7 @@ func tinyProfile() *profile.Profile {
 	return p
 }
 
-var sparse = pipeline.SparseConfig{Density: 0.01, Selector: "topk"}
+var sparse = compress.Config{Density: 0.01, Selector: "topk"}
 
 // factories are the pipelines the tests run, by name.
 var factories = map[string]Factory{
@@ -54,13 +55,13 @@ var factories = map[string]Factory{
 		return baselines.NewMultiTensor(c, t, 16<<10, sparse)
 	},
 	"ssfusion": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return ssfusion.New(c, t, 16<<10, ssfusion.Config{SparseConfig: sparse, Threshold: 1000, Offload: true, SelectWorkers: 2, Interleave: true})
+		return ssfusion.New(c, t, 16<<10, ssfusion.Config{Config: sparse, Threshold: 1000, Offload: true, SelectWorkers: 2, Interleave: true})
 	},
 	"safusion": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewSAFusion(c, t, 16<<10, sparse, baselines.LinkCost{Alpha: 1e-4, Beta: 1e-9}, 0)
 	},
 	"exdyna": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return baselines.NewExDyna(c, t, 16<<10, sparse)
+		return baselines.NewExDyna(c, t, sparse)
 	},
 }
 

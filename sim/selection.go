@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/compress"
 )
 
 // Linear is a cost that grows linearly with the number of elements n:
@@ -110,13 +110,13 @@ func DefaultSelectionModel() SelectionModel {
 const minBatch = time.Millisecond
 
 // MeasureSelection returns the time of one selection of kind on n elements at density
-// (k = pipeline.KFor(n, density)), on standard normal data: the median over reps batches
+// (k = compress.KFor(n, density)), on standard normal data: the median over reps batches
 // of calls, after one warm-up call that grows the selector's scratch and the result to
 // their final size and tells how many calls make a batch of at least minBatch. Nothing is
 // allocated inside the timed batches (except what the selector allocates itself), and a
 // garbage collection runs before them so that none is pending.
 //
-// kind is a pipeline.NewSelector name or "threshold", the scan ExDyna runs, with a
+// kind is a compress.NewSelector name or "threshold", the scan ExDyna runs, with a
 // threshold that picks a density fraction of the elements.
 func MeasureSelection(kind string, n int, density float64, reps int) (time.Duration, error) {
 	if n <= 0 || n > math.MaxInt32 {
@@ -128,7 +128,7 @@ func MeasureSelection(kind string, n int, density float64, reps int) (time.Durat
 	if reps < 1 {
 		return 0, fmt.Errorf("sim: measuring selection with %d repetitions", reps)
 	}
-	run, err := selection(kind, normalData(n), pipeline.KFor(n, density), density)
+	run, err := selection(kind, normalData(n), compress.KFor(n, density), density)
 	if err != nil {
 		return 0, err
 	}
@@ -167,7 +167,7 @@ func selection(kind string, g []float32, k int, density float64) (func() error, 
 			return nil
 		}, nil
 	}
-	sel, err := pipeline.NewSelector(kind, 1)
+	sel, err := compress.NewSelector(kind, 1)
 	if err != nil {
 		return nil, err
 	}

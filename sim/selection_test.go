@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/compress"
 )
 
 // selectionKinds are the kinds DefaultSelectionModel must know: every selector name, the
 // alias, and ExDyna's scan.
-var selectionKinds = append(pipeline.SelectorNames(), "sampled", "threshold")
+var selectionKinds = append(compress.SelectorNames(), "sampled", "threshold")
 
 func TestSelectionModelDefaultKinds(t *testing.T) {
 	m := DefaultSelectionModel()
@@ -230,7 +230,7 @@ func TestMeasureSelectionErrors(t *testing.T) {
 // TestFitSelection runs the whole measurement on small sizes, to check that every kind
 // measures and fits; the values depend on the machine and are only checked for sense.
 func TestFitSelection(t *testing.T) {
-	for _, kind := range append(pipeline.SelectorNames(), "threshold") {
+	for _, kind := range append(compress.SelectorNames(), "threshold") {
 		l, err := FitSelection(kind, []int{1000, 4000, 16000}, 0.01, 3)
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
@@ -329,10 +329,10 @@ func TestDefaultSelectionModelTopK(t *testing.T) {
 func BenchmarkSelection(b *testing.B) {
 	const density = 0.01
 	m := DefaultSelectionModel()
-	for _, kind := range append(pipeline.SelectorNames(), "threshold") {
+	for _, kind := range append(compress.SelectorNames(), "threshold") {
 		for _, n := range []int{1000, 100_000, 1_000_000, 4_000_000} {
 			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
-				run, err := selection(kind, normalData(n), pipeline.KFor(n, density), density)
+				run, err := selection(kind, normalData(n), compress.KFor(n, density), density)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/pipeline"
@@ -20,7 +21,7 @@ import (
 //
 //	go test ./ssfusion -run XXX -bench Pipelines -benchtime 20x
 func BenchmarkPipelines(b *testing.B) {
-	cfg := pipeline.SparseConfig{Density: 0.01, Selector: "topk"}
+	cfg := compress.Config{Density: 0.01, Selector: "topk"}
 	const fusion = 64 << 20
 	factories := []struct {
 		name string
@@ -36,7 +37,7 @@ func BenchmarkPipelines(b *testing.B) {
 			return baselines.NewMultiTensor(c, ts, fusion, cfg)
 		}},
 		{"ssfusion", func(c dist.Communicator, ts []pipeline.Tensor) (pipeline.Pipeline, error) {
-			return New(c, ts, fusion, Config{SparseConfig: cfg, Threshold: 8192, Offload: true, SelectWorkers: 1, Interleave: true})
+			return New(c, ts, fusion, Config{Config: cfg, Threshold: 8192, Offload: true, SelectWorkers: 1, Interleave: true})
 		}},
 	}
 	for _, arch := range []string{"resnet20", "vgg16"} {

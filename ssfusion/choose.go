@@ -1,6 +1,6 @@
 package ssfusion
 
-import "github.com/ssfusion/ssfusion/pipeline"
+import "github.com/ssfusion/ssfusion/compress"
 
 // CostModel is the alpha-beta model of PAPERS.md ("Cost model"): a collective costs a
 // start-up time per message (Alpha, seconds) plus a time per byte (Beta, seconds/byte), and
@@ -43,7 +43,7 @@ func Choose(sizes []int, threshold int, density float64, model CostModel, world 
 		bytes := 4 * float64(n)
 		total += bytes
 		if sparse[i] {
-			k := float64(pipeline.KFor(n, density))
+			k := float64(compress.KFor(n, density))
 			own := model.SelectPerElement*float64(n) + model.allGather(8*k, world) - model.allGather(0, world)
 			if own >= model.allReduce(bytes, world)-model.allReduce(0, world) {
 				sparse[i] = false
@@ -51,7 +51,7 @@ func Choose(sizes []int, threshold int, density float64, model CostModel, world 
 		}
 		if sparse[i] {
 			any = true
-			pairs += 8 * float64(pipeline.KFor(n, density))
+			pairs += 8 * float64(compress.KFor(n, density))
 			selectTime += model.SelectPerElement * float64(n)
 		} else {
 			dense += bytes

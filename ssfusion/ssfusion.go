@@ -10,13 +10,15 @@ package ssfusion
 import (
 	"fmt"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // Config configures the pipeline.
 type Config struct {
-	pipeline.SparseConfig
+	compress.Config
 	Threshold int       // tensors with fewer elements stay dense
 	Cost      CostModel // optional: a zero Beta leaves the size threshold alone in charge
 	// Offload runs selection on SelectWorkers goroutines instead of the one pushing
@@ -41,7 +43,7 @@ func New(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, 
 		return nil, fmt.Errorf("ssfusion: cost model figures must not be negative, got %+v", cfg.Cost)
 	}
 	s := &stage{comm: comm, tensors: tensors, cfg: cfg}
-	return pipeline.NewFusion(comm, tensors, thresholdBytes, s, true)
+	return fusion.New(comm, tensors, thresholdBytes, s, true)
 }
 
 // collective is one entry of a step's schedule: the dense or the sparse part of a buffer.
@@ -61,23 +63,27 @@ type stage struct {
 	comm    dist.Communicator
 	tensors []pipeline.Tensor
 	cfg     Config
-	f       *pipeline.Fusion
+	e       fusion.Engine
 
 	roles    []role // by tensor id
 	schedule []collective
-	dense    []*pipeline.DenseBuffer  // by bucket; nil without a dense part
-	sparse   []*pipeline.SparseBuffer // by bucket; nil without a sparse part
-	mem      *pipeline.Memory
-	sels     []pipeline.Selector // one per selecting goroutine
-	pool     *pipeline.Pool
+	dense    []*fusion.DenseBuffer  // by bucket; nil without a dense part
+	sparse   []*fusion.SparseBuffer // by bucket; nil without a sparse part
+	c        *compress.Compressor   // one selector per selecting goroutine
+	pool     *fusion.Pool
 }
 
 // Memory returns the error-feedback memory of the sparsified tensors, nil before the plan;
 // checkpoints read it.
-func (s *stage) Memory() *pipeline.Memory { return s.mem }
+func (s *stage) Memory() *compress.Memory {
+	if s.c == nil {
+		return nil
+	}
+	return s.c.Memory()
+}
 
-func (s *stage) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
-	s.f = f
+func (s *stage) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, error) {
+	s.e = e
 	s.roles = make([]role, len(s.tensors))
 	memSizes := make([]int, len(s.tensors))
 	denseIDs := make([][]int, len(buckets))
@@ -100,18 +106,14 @@ func (s *stage) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool
 			}
 		}
 	}
-	var err error
-	if s.mem, err = pipeline.NewMemory(memSizes, s.cfg.Momentum); err != nil {
-		return nil, false, err
-	}
-	s.dense = make([]*pipeline.DenseBuffer, len(buckets))
-	s.sparse = make([]*pipeline.SparseBuffer, len(buckets))
+	s.dense = make([]*fusion.DenseBuffer, len(buckets))
+	s.sparse = make([]*fusion.SparseBuffer, len(buckets))
 	for b := range buckets {
 		if len(denseIDs[b]) > 0 {
-			s.dense[b] = pipeline.NewDenseBuffer(s.tensors, denseIDs[b])
+			s.dense[b] = fusion.NewDenseBuffer(s.tensors, denseIDs[b])
 		}
 		if len(sparseIDs[b]) > 0 {
-			s.sparse[b] = pipeline.NewSparseBuffer(s.tensors, sparseIDs[b])
+			s.sparse[b] = fusion.NewSparseBuffer(s.tensors, sparseIDs[b])
 		}
 	}
 	s.schedule = schedule(len(buckets), func(b int) bool { return s.dense[b] != nil }, func(b int) bool { return s.sparse[b] != nil }, s.cfg.Interleave)
@@ -126,7 +128,7 @@ func (s *stage) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool
 			s.roles[id].coll = i
 		}
 	}
-	if err := s.startSelectors(); err != nil {
+	if err := s.startSelectors(memSizes); err != nil {
 		return nil, false, err
 	}
 	return parts, !s.cfg.Interleave, nil
@@ -155,63 +157,64 @@ func schedule(buckets int, hasDense, hasSparse func(b int) bool, interleave bool
 	return out
 }
 
-// startSelectors gives every selecting goroutine its own selector, and starts the pool.
-func (s *stage) startSelectors() error {
+// startSelectors makes the compressor, with one selector per selecting goroutine, and
+// starts the pool that offloads selection.
+func (s *stage) startSelectors(memSizes []int) error {
 	workers := 1
 	if s.cfg.Offload {
 		workers = max(1, s.cfg.SelectWorkers)
 	}
-	for w := range workers {
+	sels := make([]compress.Selector, workers)
+	for w := range sels {
 		// Seeds differ by rank and worker; the exact selector ignores them.
-		sel, err := pipeline.NewSelector(s.cfg.Selector, s.cfg.Seed+uint64(s.comm.Rank())<<16+uint64(w))
-		if err != nil {
+		var err error
+		if sels[w], err = compress.NewSelector(s.cfg.Selector, s.cfg.Seed+uint64(s.comm.Rank())<<16+uint64(w)); err != nil {
 			return err
 		}
-		s.sels = append(s.sels, sel)
+	}
+	var err error
+	if s.c, err = fusion.NewCompressor(s.e, s.cfg.Config, memSizes, sels...); err != nil {
+		return err
 	}
 	if s.cfg.Offload {
-		s.pool = pipeline.NewPool(dist.ClockOf(s.comm), workers, len(s.tensors), func(w, id int) { s.selectTensor(s.sels[w], id) })
+		s.pool = fusion.NewPool(s.e.Clock(), workers, len(s.tensors), func(w, id int) { s.selectTensor(w, id) })
 	}
 	return nil
 }
 
-func (s *stage) Process(id int, _ pipeline.Slot, grad []float32) error {
+func (s *stage) Process(id int, _ fusion.Slot, grad []float32) error {
 	r := s.roles[id]
 	if !r.sparse {
 		s.dense[r.bucket].Put(r.index, grad)
-		s.f.Meter().Dense(len(grad))
-		s.f.Done(r.coll)
+		s.e.Meter().Dense(len(grad))
+		s.e.Done(r.coll)
 		return nil
 	}
 	// Accumulating copies the gradient, which is valid only during this call, so the rest
 	// of the work can move to the pool.
-	if _, err := s.mem.Accumulate(id, grad); err != nil {
+	if err := s.c.Accumulate(id, grad); err != nil {
 		return err
 	}
 	if s.pool != nil {
 		s.pool.Submit(id)
 		return nil
 	}
-	return s.selectTensor(s.sels[0], id)
+	return s.selectTensor(0, id)
 }
 
-// selectTensor sparsifies tensor id's accumulated gradient into its buffer's sparse part.
-// Run from the pool, its error stops the step.
-func (s *stage) selectTensor(sel pipeline.Selector, id int) error {
+// selectTensor sparsifies tensor id's accumulated gradient into its buffer's sparse part
+// with selector w. Run from the pool, its error stops the step.
+func (s *stage) selectTensor(w, id int) error {
 	r := s.roles[id]
-	acc := s.mem.Residual(id)
-	part := &s.sparse[r.bucket].Parts[r.index]
-	d, err := pipeline.Sparsify(s.f.Timing(s.cfg.Selector), sel, s.mem, id, acc, pipeline.KFor(len(acc), s.cfg.DensityAt(s.f.Step())), part)
-	if err != nil {
-		s.f.Fail(err)
+	if err := s.c.Select(w, id, &s.sparse[r.bucket].Parts[r.index]); err != nil {
+		s.e.Fail(err)
 		return err
 	}
-	s.f.Meter().Selected(d, len(part.Indices), pipeline.Missing(len(acc), len(part.Indices)))
-	s.f.Done(r.coll)
+	s.e.Done(r.coll)
 	return nil
 }
 
-func (s *stage) Issue(i int) pipeline.Completion {
+func (s *stage) Issue(i int) fusion.Completion {
 	c := s.schedule[i]
 	if c.sparse {
 		return s.sparse[c.bucket].AllGather(s.comm)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -31,7 +32,7 @@ func factory(thresholdBytes int, cfg Config) pipelinetest.Factory {
 
 func config(density float64, threshold int, offload, interleave bool) Config {
 	return Config{
-		SparseConfig:  pipeline.SparseConfig{Density: density, Selector: "topk"},
+		Config:        compress.Config{Density: density, Selector: "topk"},
 		Threshold:     threshold,
 		Offload:       offload,
 		SelectWorkers: 2,
@@ -106,7 +107,7 @@ func TestSelectiveSparsification(t *testing.T) {
 		t.Fatal(err)
 	}
 	multi, err := pipelinetest.Run(world, sizes, nil, 3, grads, func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return baselines.NewMultiTensor(comm, tensors, 1<<20, pipeline.SparseConfig{Density: density, Selector: "topk"})
+		return baselines.NewMultiTensor(comm, tensors, 1<<20, compress.Config{Density: density, Selector: "topk"})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestSelectiveSparsification(t *testing.T) {
 					nonzero++
 				}
 			}
-			if k := pipeline.KFor(sizes[sparse], density); nonzero == 0 || nonzero > world*k {
+			if k := compress.KFor(sizes[sparse], density); nonzero == 0 || nonzero > world*k {
 				t.Errorf("step %d: sparsified tensor %d has %d non-zero elements, want 1..%d", s, sparse, nonzero, world*k)
 			}
 		}
@@ -139,7 +140,7 @@ func TestSelectiveSparsification(t *testing.T) {
 			t.Errorf("step %d: multi-tensor missed no tensor with these gradients", s)
 		}
 		// Density counts the dense tensors whole: 32 dense elements plus each sparse k.
-		sent := 32 + 3*pipeline.KFor(4000, density) + pipeline.KFor(9000, density)
+		sent := 32 + 3*compress.KFor(4000, density) + compress.KFor(9000, density)
 		if want := float64(sent) / 21032; math.Abs(m.DensityAchieved-want) > 1e-12 {
 			t.Errorf("step %d: density %g, want %g", s, m.DensityAchieved, want)
 		}
@@ -157,7 +158,7 @@ func TestNonFiniteStopsTheStep(t *testing.T) {
 	}
 	for _, v := range variants {
 		_, err := pipelinetest.Run(2, sizes, nil, 3, grads, factory(4*6000, config(0.01, 1000, v.offload, v.interleave)))
-		var nf *pipeline.NonFiniteError
+		var nf *compress.NonFiniteError
 		if !errors.As(err, &nf) {
 			t.Fatalf("%s: error %v, want a NonFiniteError", v.name, err)
 		}
@@ -171,8 +172,8 @@ func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{
 		config(0, 10, false, false),
 		config(0.1, -1, false, false),
-		{SparseConfig: pipeline.SparseConfig{Density: 0.1, Selector: "topk"}, Cost: CostModel{Beta: -1}},
-		{SparseConfig: pipeline.SparseConfig{Density: 0.1, Selector: "bogus"}},
+		{Config: compress.Config{Density: 0.1, Selector: "topk"}, Cost: CostModel{Beta: -1}},
+		{Config: compress.Config{Density: 0.1, Selector: "bogus"}},
 	} {
 		if _, err := New(comm, tensors, 1024, cfg); err == nil {
 			t.Errorf("accepted %+v", cfg)

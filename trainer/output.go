@@ -103,9 +103,13 @@ type Row struct {
 	EvalPPL  *float64
 }
 
+// imbalanceColumn is the metrics.csv column of ExDyna's partition imbalance, also the name
+// under which the pipeline reports it (pipeline.StepMetrics.Extra).
+const imbalanceColumn = "partition_imbalance"
+
 var csvHeader = []string{"kind", "step", "epoch", "wall_s", "lr", "loss", "grad_norm", "samples",
 	"step_ms", "compute_ms", "sparsify_ms", "comm_ms", "wait_ms", "bytes_sent", "density_achieved",
-	"tensors_missing", "eval_accuracy", "eval_loss", "eval_perplexity", "partition_imbalance"}
+	"tensors_missing", "eval_accuracy", "eval_loss", "eval_perplexity", imbalanceColumn}
 
 func (r Row) record() []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 7, 64) }

@@ -43,9 +43,9 @@ func (s *stepStats) add(row Row, m pipeline.StepMetrics) {
 	s.Recent = append(s.Recent, row.Loss)
 	s.Bytes += float64(m.BytesSent)
 	s.DenseBytes += float64(m.DenseBytes)
-	if m.Imbalance > 0 {
+	if imbalance := m.Extra[imbalanceColumn]; imbalance > 0 {
 		s.ImbalanceSeen++
-		s.ImbalanceSum += m.Imbalance
+		s.ImbalanceSum += imbalance
 	}
 	if m.HasDensity {
 		s.DensitySeen++

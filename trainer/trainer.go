@@ -336,8 +336,7 @@ func (r *run) trainStep() (Row, error) {
 		d, missing := m.DensityAchieved, m.TensorsMissing
 		row.Density, row.Missing = &d, &missing
 	}
-	if m.Imbalance > 0 {
-		imbalance := m.Imbalance
+	if imbalance := m.Extra[imbalanceColumn]; imbalance > 0 {
 		row.Imbal = &imbalance
 	}
 	r.stats.add(row, m)

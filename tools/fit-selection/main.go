@@ -28,7 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/sim"
 )
 
@@ -49,7 +49,7 @@ func main() {
 
 	sizes := logSizes(*minN, *maxN, *points)
 	// "sampled" is not measured: it is the same selector as "dgc" and gets its line.
-	kinds := append(pipeline.SelectorNames(), "threshold")
+	kinds := append(compress.SelectorNames(), "threshold")
 
 	best := make([][]time.Duration, len(kinds))
 	for i := range best {

@@ -1,4 +1,4 @@
-package pipeline_test
+package fusion_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
@@ -17,12 +18,12 @@ import (
 type replanStage struct {
 	comm    dist.Communicator
 	tensors []pipeline.Tensor
-	f       *pipeline.Fusion
-	bufs    []*pipeline.DenseBuffer
-	buckets []pipeline.Bucket
+	f       fusion.Engine
+	bufs    []*fusion.DenseBuffer
+	buckets []fusion.Bucket
 
 	// next returns the plan to ask for at the end of step, nil for none.
-	next func(step int, order []int) []pipeline.Bucket
+	next func(step int, order []int) []fusion.Bucket
 	// failAt makes Process fail in that step (after asking for next's plan); -1: never.
 	failAt int
 
@@ -36,14 +37,14 @@ type planned struct {
 	buckets [][]int
 }
 
-func (s *replanStage) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int, bool, error) {
+func (s *replanStage) Plan(f fusion.Engine, buckets []fusion.Bucket) ([]int, bool, error) {
 	s.f = f
 	s.buckets = buckets
 	s.bufs = s.bufs[:0]
 	p := planned{step: f.Step()}
 	parts := make([]int, len(buckets))
 	for b, bucket := range buckets {
-		s.bufs = append(s.bufs, pipeline.NewDenseBuffer(s.tensors, bucket.Tensors))
+		s.bufs = append(s.bufs, fusion.NewDenseBuffer(s.tensors, bucket.Tensors))
 		parts[b] = len(bucket.Tensors)
 		p.buckets = append(p.buckets, slices.Clone(bucket.Tensors))
 	}
@@ -51,7 +52,7 @@ func (s *replanStage) Plan(f *pipeline.Fusion, buckets []pipeline.Bucket) ([]int
 	return parts, false, nil
 }
 
-func (s *replanStage) Process(_ int, slot pipeline.Slot, grad []float32) error {
+func (s *replanStage) Process(_ int, slot fusion.Slot, grad []float32) error {
 	if s.f.Step() == s.failAt {
 		s.askReplan()
 		return errors.New("injected failure")
@@ -61,7 +62,7 @@ func (s *replanStage) Process(_ int, slot pipeline.Slot, grad []float32) error {
 	return nil
 }
 
-func (s *replanStage) Issue(b int) pipeline.Completion { return s.bufs[b].AllReduce(s.comm) }
+func (s *replanStage) Issue(b int) fusion.Completion { return s.bufs[b].AllReduce(s.comm) }
 
 func (s *replanStage) Finish() error {
 	for _, buf := range s.bufs {
@@ -87,9 +88,9 @@ func (s *replanStage) askReplan() {
 
 func (s *replanStage) Close() error { return nil }
 
-func groups(t *testing.T, tensors []pipeline.Tensor, order, counts []int) []pipeline.Bucket {
+func groups(t *testing.T, tensors []pipeline.Tensor, order, counts []int) []fusion.Bucket {
 	t.Helper()
-	b, err := pipeline.GroupBuckets(order, func(id int) int { return len(tensors[id].Grad) }, counts)
+	b, err := fusion.GroupBuckets(order, func(id int) int { return len(tensors[id].Grad) }, counts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestReplan(t *testing.T) {
 	var mu sync.Mutex
 	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		s := &replanStage{comm: comm, tensors: tensors, failAt: -1}
-		s.next = func(step int, order []int) []pipeline.Bucket {
+		s.next = func(step int, order []int) []fusion.Bucket {
 			switch step {
 			case 1:
 				return groups(t, tensors, order, []int{1, 1, 1, 1, 1})
@@ -119,7 +120,7 @@ func TestReplan(t *testing.T) {
 		mu.Lock()
 		stages[comm.Rank()] = s
 		mu.Unlock()
-		return pipeline.NewFusion(comm, tensors, 4*100, s, false)
+		return fusion.New(comm, tensors, 4*100, s, false)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestReplanRejectsBadPlans(t *testing.T) {
 	comm := dist.NewInProc(1)[0]
 	defer comm.Close()
 	s := &replanStage{comm: comm, tensors: tensors, failAt: -1}
-	f, err := pipeline.NewFusion(comm, tensors, 1<<20, s, false)
+	f, err := fusion.New(comm, tensors, 1<<20, s, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,16 +166,16 @@ func TestReplanRejectsBadPlans(t *testing.T) {
 	}
 	bad := []struct {
 		name    string
-		buckets []pipeline.Bucket
+		buckets []fusion.Bucket
 	}{
 		{"wrong order", groups(t, tensors, []int{0, 1, 2}, []int{3})},
 		{"missing tensor", groups(t, tensors, []int{2, 1}, []int{2})},
-		{"empty buffer", append(groups(t, tensors, []int{2, 1, 0}, []int{3}), pipeline.Bucket{})},
-		{"bad offset", []pipeline.Bucket{{Tensors: []int{2, 1, 0}, Offsets: []int{0, 30, 49}, Numel: 60}}},
-		{"bad size", []pipeline.Bucket{{Tensors: []int{2, 1, 0}, Offsets: []int{0, 30, 50}, Numel: 61}}},
-		{"missing offsets", []pipeline.Bucket{{Tensors: []int{2, 1, 0}, Numel: 60}}},
+		{"empty buffer", append(groups(t, tensors, []int{2, 1, 0}, []int{3}), fusion.Bucket{})},
+		{"bad offset", []fusion.Bucket{{Tensors: []int{2, 1, 0}, Offsets: []int{0, 30, 49}, Numel: 60}}},
+		{"bad size", []fusion.Bucket{{Tensors: []int{2, 1, 0}, Offsets: []int{0, 30, 50}, Numel: 61}}},
+		{"missing offsets", []fusion.Bucket{{Tensors: []int{2, 1, 0}, Numel: 60}}},
 	}
-	s.next = func(step int, _ []int) []pipeline.Bucket {
+	s.next = func(step int, _ []int) []fusion.Bucket {
 		if step < len(bad) {
 			return bad[step].buckets
 		}
@@ -210,13 +211,13 @@ func TestReplanDroppedWhenStepFails(t *testing.T) {
 	comm := dist.NewInProc(1)[0]
 	defer comm.Close()
 	s := &replanStage{comm: comm, tensors: tensors, failAt: 1}
-	s.next = func(step int, order []int) []pipeline.Bucket {
+	s.next = func(step int, order []int) []fusion.Bucket {
 		if step == 1 {
 			return groups(t, tensors, order, []int{1, 1})
 		}
 		return nil
 	}
-	f, err := pipeline.NewFusion(comm, tensors, 1<<20, s, false)
+	f, err := fusion.New(comm, tensors, 1<<20, s, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,11 +249,11 @@ func TestGroupBuckets(t *testing.T) {
 	sizes := map[int]int{0: 10, 1: 20, 2: 5, 3: 100}
 	numel := func(id int) int { return sizes[id] }
 	order := []int{3, 2, 1, 0}
-	got, err := pipeline.GroupBuckets(order, numel, []int{1, 2, 1})
+	got, err := fusion.GroupBuckets(order, numel, []int{1, 2, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []pipeline.Bucket{
+	want := []fusion.Bucket{
 		{Tensors: []int{3}, Offsets: []int{0}, Numel: 100},
 		{Tensors: []int{2, 1}, Offsets: []int{0, 5}, Numel: 25},
 		{Tensors: []int{0}, Offsets: []int{0}, Numel: 10},
@@ -261,7 +262,7 @@ func TestGroupBuckets(t *testing.T) {
 		t.Errorf("GroupBuckets = %v, want %v", got, want)
 	}
 	for _, counts := range [][]int{{1, 2}, {1, 2, 2}, {4, 0}, {-1, 5}} {
-		if _, err := pipeline.GroupBuckets(order, numel, counts); err == nil {
+		if _, err := fusion.GroupBuckets(order, numel, counts); err == nil {
 			t.Errorf("counts %v accepted for %d tensors", counts, len(order))
 		}
 	}

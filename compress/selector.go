@@ -1,9 +1,38 @@
-package pipeline
+package compress
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
+
+// A Selector picks the elements of a gradient a sparsifying pipeline sends: about k of
+// them, returned as ascending indices in idx[:0] (reallocated only when its capacity is too
+// small, so passing the previous result back avoids allocation). A NaN or ±Inf element is a
+// *NonFiniteError. Selectors keep scratch buffers between calls and are not safe for
+// concurrent use: give each goroutine its own.
+type Selector interface {
+	Select(g []float32, k int, idx []int32) ([]int32, error)
+}
+
+// NonFiniteError reports a NaN or infinite gradient element. Top-k by magnitude has no
+// meaning for such a tensor, and sending it would poison every worker's model, so selection
+// refuses it and names the first offending position.
+type NonFiniteError struct {
+	Index int
+	Value float32
+}
+
+func (e *NonFiniteError) Error() string {
+	return fmt.Sprintf("compress: non-finite gradient element %v at index %d", e.Value, e.Index)
+}
+
+// magKey is the ordering key of |x|: the IEEE bits of a non-negative float order like
+// unsigned integers, so clearing the sign bit lets selection work on integers.
+func magKey(x float32) uint32 { return math.Float32bits(x) & 0x7fffffff }
+
+// infKey is the key of +Inf; every key at or above it is Inf or NaN.
+const infKey = 0x7f800000
 
 // SelectorNames returns the names NewSelector lists, sorted: one per selector. The alias
 // "sampled" is accepted but not listed, so that flag help, error messages and anything that
@@ -35,5 +64,5 @@ func NewSelector(name string, seed uint64) (Selector, error) {
 	case "randomk":
 		return NewRandomK(seed), nil
 	}
-	return nil, fmt.Errorf("pipeline: unknown selector %q (available: %s)", name, strings.Join(SelectorNames(), ", "))
+	return nil, fmt.Errorf("compress: unknown selector %q (available: %s)", name, strings.Join(SelectorNames(), ", "))
 }

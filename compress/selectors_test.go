@@ -1,4 +1,4 @@
-package pipeline
+package compress
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
 )
@@ -22,12 +23,12 @@ func TestNewSelector(t *testing.T) {
 		want  string // type of the selector
 		exact bool   // whether it must return the exact top 3 of g
 	}{
-		{"topk", "*pipeline.TopK", true},
-		{"", "*pipeline.TopK", true},
-		{"dgc", "*pipeline.SampledThreshold", true}, // exact below smallSampled elements
-		{"sampled", "*pipeline.SampledThreshold", true},
-		{"gaussiank", "*pipeline.GaussianK", false},
-		{"randomk", "*pipeline.RandomK", false},
+		{"topk", "*compress.TopK", true},
+		{"", "*compress.TopK", true},
+		{"dgc", "*compress.SampledThreshold", true}, // exact below smallSampled elements
+		{"sampled", "*compress.SampledThreshold", true},
+		{"gaussiank", "*compress.GaussianK", false},
+		{"randomk", "*compress.RandomK", false},
 	} {
 		a, err := NewSelector(c.name, 1)
 		if err != nil {
@@ -225,7 +226,7 @@ func TestSelectorsDensity(t *testing.T) {
 }
 
 // TestSelectorsNonFinite checks that every selector refuses NaN and ±Inf wherever they
-// are and whatever k, naming the first, also through Sparsify's wrapping.
+// are and whatever k, naming the first, also through the Compressor's wrapping.
 func TestSelectorsNonFinite(t *testing.T) {
 	r := rand.New(rand.NewPCG(35, 36))
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
@@ -288,45 +289,62 @@ func BenchmarkSelectors(b *testing.B) {
 	}
 }
 
-// TestSparsifyWithSelectors runs every selector under Sparsify with error feedback, as the
-// per-tensor pipelines do: every tensor sends something each step, the values sent are the
-// accumulated ones, and what was fed is what was sent plus what is held back.
-func TestSparsifyWithSelectors(t *testing.T) {
+// countingRecorder sums what a Compressor reports.
+type countingRecorder struct{ calls, elements, missing int }
+
+func (r *countingRecorder) Selected(_ time.Duration, elements, missing int) {
+	r.calls++
+	r.elements += elements
+	r.missing += missing
+}
+
+// TestCompressorWithSelectors runs every selector under a Compressor with error feedback,
+// as the per-tensor pipelines do: every tensor sends something each step, the values sent
+// are the accumulated ones, what was fed is what was sent plus what is held back, and
+// every selection is reported.
+func TestCompressorWithSelectors(t *testing.T) {
 	sizes := []int{1, 7, 300, 5000, 200_000}
 	for _, name := range SelectorNames() {
 		t.Run(name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(39, 40))
+			var rec countingRecorder
 			sel, err := NewSelector(name, 11)
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem, err := NewMemory(sizes, 0)
+			c, err := NewCompressor(Config{Density: 0.01, Selector: name}, sizes, []Selector{sel}, dist.WallClock{}, &rec, func() int { return 0 })
 			if err != nil {
 				t.Fatal(err)
 			}
+			mem := c.Memory()
 			fed, sent := make([][]float64, len(sizes)), make([][]float64, len(sizes))
 			for id, n := range sizes {
 				fed[id], sent[id] = make([]float64, n), make([]float64, n)
 			}
 			var part SparseTensor
+			picked := 0
 			for range 4 {
 				for id, n := range sizes {
 					g := gaussGrad(r, n)
 					for i, v := range g {
 						fed[id][i] += float64(v)
 					}
-					acc, err := mem.Accumulate(id, g)
-					if err != nil {
+					if err := c.Accumulate(id, g); err != nil {
 						t.Fatal(err)
 					}
+					acc := mem.Residual(id)
 					before := slices.Clone(acc)
-					k := KFor(n, 0.01)
-					if _, err := Sparsify(Timing{Clock: dist.WallClock{}}, sel, mem, id, acc, k, &part); err != nil {
+					k := c.K(n)
+					if k != KFor(n, 0.01) {
+						t.Fatalf("tensor %d: K = %d, want %d", id, k, KFor(n, 0.01))
+					}
+					if err := c.Select(0, id, &part); err != nil {
 						t.Fatal(err)
 					}
 					if part.ID != id || len(part.Values) != len(part.Indices) || Missing(n, len(part.Indices)) != 0 {
 						t.Fatalf("tensor %d: part %d, %d indices, %d values", id, part.ID, len(part.Indices), len(part.Values))
 					}
+					picked += len(part.Indices)
 					checkSelection(t, name, before, k, part.Indices)
 					for j, i := range part.Indices {
 						if part.Values[j] != before[i] || acc[i] != 0 {
@@ -335,6 +353,9 @@ func TestSparsifyWithSelectors(t *testing.T) {
 						sent[id][i] += float64(part.Values[j])
 					}
 				}
+			}
+			if rec.calls != 4*len(sizes) || rec.elements != picked || rec.missing != 0 {
+				t.Errorf("recorded %d selections of %d elements, %d missing; want %d of %d, 0 missing", rec.calls, rec.elements, rec.missing, 4*len(sizes), picked)
 			}
 			for id := range sizes {
 				res := mem.Residual(id)
@@ -346,8 +367,7 @@ func TestSparsifyWithSelectors(t *testing.T) {
 			}
 			g := gaussGrad(r, sizes[3])
 			g[42] = float32(math.Inf(-1))
-			acc, _ := mem.Accumulate(3, g)
-			_, err = Sparsify(Timing{Clock: dist.WallClock{}}, sel, mem, 3, acc, 50, &part)
+			err = c.Compress(3, g, &part)
 			var nf *NonFiniteError
 			if !errors.As(err, &nf) || nf.Index != 42 || !strings.Contains(err.Error(), "tensor 3") {
 				t.Fatalf("-Inf in tensor 3: err %v, want a NonFiniteError at 42 naming the tensor", err)

@@ -1,4 +1,4 @@
-package pipeline
+package compress
 
 import (
 	"math"
@@ -20,20 +20,20 @@ func TestKFor(t *testing.T) {
 }
 
 func TestDensityWarmup(t *testing.T) {
-	c := SparseConfig{Density: 0.01, WarmupSteps: 4}
+	c := Config{Density: 0.01, WarmupSteps: 4}
 	want := []float64{0.25, 0.25 * math.Pow(0.04, 0.25), 0.05, 0.25 * math.Pow(0.04, 0.75), 0.01, 0.01}
 	for step, w := range want {
 		if got := c.DensityAt(step); math.Abs(got-w) > 1e-12 {
 			t.Errorf("step %d: density %g, want %g", step, got, w)
 		}
 	}
-	if got := (SparseConfig{Density: 0.5, WarmupSteps: 10}).DensityAt(0); got != 0.5 {
+	if got := (Config{Density: 0.5, WarmupSteps: 10}).DensityAt(0); got != 0.5 {
 		t.Errorf("a target above the start density must not warm up downwards: %g", got)
 	}
-	if got := (SparseConfig{Density: 0.01}).DensityAt(0); got != 0.01 {
+	if got := (Config{Density: 0.01}).DensityAt(0); got != 0.01 {
 		t.Errorf("no warm-up: %g", got)
 	}
-	if err := (SparseConfig{Density: 0.01, Selector: "topk", WarmupSteps: -1}).Check(); err == nil {
+	if err := (Config{Density: 0.01, Selector: "topk", WarmupSteps: -1}).Check(); err == nil {
 		t.Error("negative warm-up accepted")
 	}
 }

@@ -1,10 +1,11 @@
-package pipeline
+package fusion
 
 import (
 	"encoding/binary"
 	"fmt"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // Stepper is the bookkeeping every fusing pipeline shares: it checks each Push, and it
@@ -17,22 +18,26 @@ import (
 // step on, gradients are processed as they arrive.
 type Stepper struct {
 	comm      dist.Communicator
-	tensors   []Tensor
+	tensors   []pipeline.Tensor
 	threshold int
 
-	pushed  []bool
+	pushes  *pipeline.Pushes
 	order   []int
 	buckets []Bucket
 	slots   []Slot
 }
 
 // Slot places a tensor in the fusion plan: its bucket, its position among the bucket's
-// tensors and its element offset in the fused buffer.
-type Slot struct{ Bucket, Index, Offset int }
+// tensors and its element offset in the fused buffer. When a Fusion hands it to its Stage,
+// Last also says whether the tensor is the last of its bucket to arrive in this step.
+type Slot struct {
+	Bucket, Index, Offset int
+	Last                  bool
+}
 
 // NewStepper returns the bookkeeping of a pipeline over tensors with fusion buffers of at
 // most thresholdBytes.
-func NewStepper(comm dist.Communicator, tensors []Tensor, thresholdBytes int) (*Stepper, error) {
+func NewStepper(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int) (*Stepper, error) {
 	if thresholdBytes <= 0 {
 		return nil, fmt.Errorf("fusion threshold must be positive, got %d bytes", thresholdBytes)
 	}
@@ -41,16 +46,15 @@ func NewStepper(comm dist.Communicator, tensors []Tensor, thresholdBytes int) (*
 			return nil, fmt.Errorf("tensor %q at position %d has id %d: ids must be positions", t.Name, i, t.ID)
 		}
 	}
-	return &Stepper{comm: comm, tensors: tensors, threshold: thresholdBytes, pushed: make([]bool, len(tensors))}, nil
+	return &Stepper{comm: comm, tensors: tensors, threshold: thresholdBytes, pushes: pipeline.NewPushes(tensors)}, nil
 }
 
 // Push checks and records the push of tensor id. It reports whether the plan exists, in
 // which case the caller processes grad now; in the first step it only records the order.
 func (s *Stepper) Push(id int, grad []float32) (planned bool, err error) {
-	if err := CheckPush(s.tensors, s.pushed, id, grad); err != nil {
+	if err := s.pushes.Push(id, grad); err != nil {
 		return false, err
 	}
-	s.pushed[id] = true
 	if s.buckets == nil {
 		s.order = append(s.order, id)
 		return false, nil
@@ -62,7 +66,7 @@ func (s *Stepper) Push(id int, grad []float32) (planned bool, err error) {
 // on the plan and returns the backprop order, in which the caller replays the gradients
 // left in Tensor.Grad; later it returns nil.
 func (s *Stepper) EndBackward() (replay []int, err error) {
-	if err := CheckAllPushed(s.tensors, s.pushed); err != nil {
+	if err := s.pushes.Complete(); err != nil {
 		return nil, err
 	}
 	if s.buckets != nil {
@@ -179,7 +183,7 @@ func (s *Stepper) Buckets() []Bucket { return s.buckets }
 func (s *Stepper) Slot(id int) Slot { return s.slots[id] }
 
 // Tensors returns the tensors the pipeline synchronises.
-func (s *Stepper) Tensors() []Tensor { return s.tensors }
+func (s *Stepper) Tensors() []pipeline.Tensor { return s.tensors }
 
 // NextStep forgets this step's pushes.
-func (s *Stepper) NextStep() { clear(s.pushed) }
+func (s *Stepper) NextStep() { s.pushes.Reset() }

@@ -1,4 +1,4 @@
-package pipeline
+package compress
 
 import (
 	"encoding/binary"
@@ -34,7 +34,7 @@ const (
 )
 
 // ErrSparseTruncated reports a sparse buffer shorter than its own header says.
-var ErrSparseTruncated = errors.New("pipeline: sparse buffer truncated")
+var ErrSparseTruncated = errors.New("compress: sparse buffer truncated")
 
 // SparseSize is the encoded size of ts in bytes.
 func SparseSize(ts []SparseTensor) int {
@@ -49,17 +49,17 @@ func SparseSize(ts []SparseTensor) int {
 // dst of enough capacity it does not allocate.
 func AppendSparse(dst []byte, ts []SparseTensor) ([]byte, error) {
 	if uint64(len(ts)) > math.MaxUint32 {
-		return dst, fmt.Errorf("pipeline: encoding %d sparse tensors: too many", len(ts))
+		return dst, fmt.Errorf("compress: encoding %d sparse tensors: too many", len(ts))
 	}
 	for _, t := range ts {
 		if len(t.Indices) != len(t.Values) {
-			return dst, fmt.Errorf("pipeline: encoding tensor %d: %d indices but %d values", t.ID, len(t.Indices), len(t.Values))
+			return dst, fmt.Errorf("compress: encoding tensor %d: %d indices but %d values", t.ID, len(t.Indices), len(t.Values))
 		}
 		if t.ID < 0 || uint64(t.ID) > math.MaxUint32 {
-			return dst, fmt.Errorf("pipeline: encoding tensor %d: id does not fit the wire format", t.ID)
+			return dst, fmt.Errorf("compress: encoding tensor %d: id does not fit the wire format", t.ID)
 		}
 		if uint64(len(t.Indices)) > math.MaxUint32 {
-			return dst, fmt.Errorf("pipeline: encoding tensor %d: %d pairs do not fit the wire format", t.ID, len(t.Indices))
+			return dst, fmt.Errorf("compress: encoding tensor %d: %d pairs do not fit the wire format", t.ID, len(t.Indices))
 		}
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(ts)))
@@ -105,14 +105,14 @@ func DecodeSparse(buf []byte, numel func(id int) int, dst []SparseTensor) ([]Spa
 		id := int64(binary.LittleEndian.Uint32(h))
 		pairs += uint64(binary.LittleEndian.Uint32(h[4:]))
 		if n := numel(int(id)); n < 0 {
-			return out, fmt.Errorf("pipeline: sparse buffer names unknown tensor %d", id)
+			return out, fmt.Errorf("compress: sparse buffer names unknown tensor %d", id)
 		}
 	}
 	if want := pairs * SparsePairBytes; want != uint64(len(data)) {
 		if want > uint64(len(data)) {
 			return out, fmt.Errorf("%w: %d pairs need %d bytes, have %d", ErrSparseTruncated, pairs, want, len(data))
 		}
-		return out, fmt.Errorf("pipeline: sparse buffer has %d trailing bytes", uint64(len(data))-want)
+		return out, fmt.Errorf("compress: sparse buffer has %d trailing bytes", uint64(len(data))-want)
 	}
 	for h := header; len(h) > 0; h = h[SparseHeaderBytes:] {
 		id := int(binary.LittleEndian.Uint32(h))
@@ -130,7 +130,7 @@ func DecodeSparse(buf []byte, numel func(id int) int, dst []SparseTensor) ([]Spa
 		for j := range c {
 			i := int32(binary.LittleEndian.Uint32(data[4*j:]))
 			if i < 0 || int(i) >= n {
-				return out, fmt.Errorf("pipeline: sparse tensor %d: index %d out of range [0, %d)", id, i, n)
+				return out, fmt.Errorf("compress: sparse tensor %d: index %d out of range [0, %d)", id, i, n)
 			}
 			t.Indices[j] = i
 		}
@@ -138,7 +138,7 @@ func DecodeSparse(buf []byte, numel func(id int) int, dst []SparseTensor) ([]Spa
 		for j := range c {
 			v := math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return out, fmt.Errorf("pipeline: sparse tensor %d: non-finite value %v for index %d", id, v, t.Indices[j])
+				return out, fmt.Errorf("compress: sparse tensor %d: non-finite value %v for index %d", id, v, t.Indices[j])
 			}
 			t.Values[j] = v
 		}
@@ -173,10 +173,10 @@ func ScatterAdd(dst [][]float32, ts []SparseTensor) error {
 // the model replicas in step. On error dst is unchanged.
 func ScatterAverage(dst [][]float32, ranks [][]SparseTensor, world int) error {
 	if world <= 0 {
-		return fmt.Errorf("pipeline: averaging over %d ranks", world)
+		return fmt.Errorf("compress: averaging over %d ranks", world)
 	}
 	if len(ranks) > world {
-		return fmt.Errorf("pipeline: averaging %d ranks' gradients over a world of %d", len(ranks), world)
+		return fmt.Errorf("compress: averaging %d ranks' gradients over a world of %d", len(ranks), world)
 	}
 	for r, ts := range ranks {
 		if err := checkScatter(dst, ts); err != nil {
@@ -202,15 +202,15 @@ func ScatterAverage(dst [][]float32, ranks [][]SparseTensor, world int) error {
 func checkScatter(dst [][]float32, ts []SparseTensor) error {
 	for _, t := range ts {
 		if t.ID < 0 || t.ID >= len(dst) || dst[t.ID] == nil {
-			return fmt.Errorf("pipeline: scatter of sparse tensor %d: no destination", t.ID)
+			return fmt.Errorf("compress: scatter of sparse tensor %d: no destination", t.ID)
 		}
 		if len(t.Indices) != len(t.Values) {
-			return fmt.Errorf("pipeline: scatter of sparse tensor %d: %d indices but %d values", t.ID, len(t.Indices), len(t.Values))
+			return fmt.Errorf("compress: scatter of sparse tensor %d: %d indices but %d values", t.ID, len(t.Indices), len(t.Values))
 		}
 		d := dst[t.ID]
 		for _, i := range t.Indices {
 			if i < 0 || int(i) >= len(d) {
-				return fmt.Errorf("pipeline: scatter of sparse tensor %d: index %d out of range [0, %d)", t.ID, i, len(d))
+				return fmt.Errorf("compress: scatter of sparse tensor %d: index %d out of range [0, %d)", t.ID, i, len(d))
 			}
 		}
 	}

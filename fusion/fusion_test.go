@@ -1,28 +1,29 @@
-package pipeline
+package fusion
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // failingStage cannot plan.
 type failingStage struct{ err error }
 
-func (s failingStage) Plan(*Fusion, []Bucket) ([]int, bool, error) { return nil, false, s.err }
-func (failingStage) Process(int, Slot, []float32) error            { return nil }
-func (failingStage) Issue(int) Completion                          { return func() error { return nil } }
-func (failingStage) Finish() error                                 { return nil }
-func (failingStage) Close() error                                  { return nil }
+func (s failingStage) Plan(Engine, []Bucket) ([]int, bool, error) { return nil, false, s.err }
+func (failingStage) Process(int, Slot, []float32) error           { return nil }
+func (failingStage) Issue(int) Completion                         { return func() error { return nil } }
+func (failingStage) Finish() error                                { return nil }
+func (failingStage) Close() error                                 { return nil }
 
 // A stage that cannot plan fails the first Wait and every later call, without panicking.
 func TestFusionStageCannotPlan(t *testing.T) {
 	comm := dist.NewInProc(1)[0]
 	defer comm.Close()
-	tensors := []Tensor{{ID: 0, Name: "w", Grad: make([]float32, 4)}}
+	tensors := []pipeline.Tensor{{ID: 0, Name: "w", Grad: make([]float32, 4)}}
 	boom := errors.New("no memory for residuals")
-	f, err := NewFusion(comm, tensors, 1024, failingStage{boom}, true)
+	f, err := New(comm, tensors, 1024, failingStage{boom}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestFusionStageCannotPlan(t *testing.T) {
 func TestStepperRejectsIDsThatAreNotPositions(t *testing.T) {
 	comm := dist.NewInProc(1)[0]
 	defer comm.Close()
-	if _, err := NewStepper(comm, []Tensor{{ID: 1, Name: "w"}}, 1024); err == nil {
+	if _, err := NewStepper(comm, []pipeline.Tensor{{ID: 1, Name: "w"}}, 1024); err == nil {
 		t.Fatal("tensor with id 1 at position 0 accepted")
 	}
 	if _, err := NewStepper(comm, nil, 0); err == nil {

@@ -1,15 +1,12 @@
-package pipeline
+package compress
 
 import (
 	"fmt"
 	"math"
-	"time"
-
-	"github.com/ssfusion/ssfusion/dist"
 )
 
-// SparseConfig is what every sparsifying pipeline is configured with.
-type SparseConfig struct {
+// Config is what every sparsifying pipeline is configured with.
+type Config struct {
 	Density  float64 // fraction of elements to send, in (0, 1]
 	Selector string  // selector name, see NewSelector
 	Seed     uint64  // seed of randomised selectors
@@ -24,7 +21,7 @@ type SparseConfig struct {
 }
 
 // DensityAt is the density of step step (0-based).
-func (c SparseConfig) DensityAt(step int) float64 {
+func (c Config) DensityAt(step int) float64 {
 	if step >= c.WarmupSteps {
 		return c.Density
 	}
@@ -38,7 +35,7 @@ func (c SparseConfig) DensityAt(step int) float64 {
 }
 
 // Check reports a configuration no sparsifying pipeline can run with.
-func (c SparseConfig) Check() error {
+func (c Config) Check() error {
 	if !(c.Density > 0 && c.Density <= 1) {
 		return fmt.Errorf("density must be in (0, 1], got %g", c.Density)
 	}
@@ -61,39 +58,6 @@ func KFor(n int, density float64) int {
 		return 0
 	}
 	return min(n, max(1, int(math.Floor(density*float64(n)))))
-}
-
-// Timing is how a pipeline times its selections: on its communicator's clock (real, or
-// virtual under the simulator, where a selection takes what the model of Kind predicts).
-type Timing struct {
-	Clock dist.Clock
-	Kind  string // the selector's name, or "threshold" for a plain threshold scan
-}
-
-// Start is the time a selection begins.
-func (t Timing) Start() time.Time { return t.Clock.Now() }
-
-// Took ends a selection over n elements that began at start and returns how long it took.
-func (t Timing) Took(start time.Time, n int) time.Duration { return t.Clock.Work(start, t.Kind, n) }
-
-// Sparsify selects about k elements of tensor id's accumulated gradient acc (from
-// mem.Accumulate) into part, copies their values, and clears them from the memory. It
-// reports how long that took.
-func Sparsify(tm Timing, sel Selector, mem *Memory, id int, acc []float32, k int, part *SparseTensor) (time.Duration, error) {
-	start := tm.Start()
-	var err error
-	if part.Indices, err = sel.Select(acc, k, part.Indices); err != nil {
-		return 0, fmt.Errorf("selecting from tensor %d: %w", id, err)
-	}
-	part.ID = id
-	part.Values = grow(part.Values, len(part.Indices))
-	for j, i := range part.Indices {
-		part.Values[j] = acc[i]
-	}
-	if err := mem.Sent(id, part.Indices); err != nil {
-		return 0, err
-	}
-	return tm.Took(start, len(acc)), nil
 }
 
 // Missing reports whether a selection of picked elements from a tensor of n leaves it

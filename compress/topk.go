@@ -1,4 +1,4 @@
-package pipeline
+package compress
 
 import (
 	"fmt"
@@ -8,25 +8,6 @@ import (
 	"slices"
 	"sync"
 )
-
-// NonFiniteError reports a NaN or infinite gradient element. Top-k by magnitude has no
-// meaning for such a tensor, and sending it would poison every worker's model, so selection
-// refuses it and names the first offending position.
-type NonFiniteError struct {
-	Index int
-	Value float32
-}
-
-func (e *NonFiniteError) Error() string {
-	return fmt.Sprintf("pipeline: non-finite gradient element %v at index %d", e.Value, e.Index)
-}
-
-// magKey is the ordering key of |x|: the IEEE bits of a non-negative float order like
-// unsigned integers, so clearing the sign bit lets selection work on integers.
-func magKey(x float32) uint32 { return math.Float32bits(x) & 0x7fffffff }
-
-// infKey is the key of +Inf; every key at or above it is Inf or NaN.
-const infKey = 0x7f800000
 
 // smallTopK is the length below which TopK.Select selects with quickselect on a copy of the keys:
 // for short tensors the radix path's histogram scans and clears would cost more than the
@@ -40,15 +21,6 @@ const smallTopK = 1 << 12
 // cost more than half a pass), 0.87x at 512K, 0.70x at 1M and 4M. The cut leaves a margin
 // because a pipeline's selections already run beside other work.
 const chunkTopK = 1 << 19
-
-// A Selector picks the elements of a gradient a sparsifying pipeline sends: about k of
-// them, returned as ascending indices in idx[:0] (reallocated only when its capacity is too
-// small, so passing the previous result back avoids allocation). A NaN or ±Inf element is a
-// *NonFiniteError. Selectors keep scratch buffers between calls and are not safe for
-// concurrent use: give each goroutine its own.
-type Selector interface {
-	Select(g []float32, k int, idx []int32) ([]int32, error)
-}
 
 // TopK is the exact top-k Selector: the k largest-magnitude elements. Reused for every step
 // it does not allocate once warmed up, except that a call long enough to run in parallel
@@ -125,7 +97,7 @@ const (
 func (s *TopK) Select(g []float32, k int, idx []int32) ([]int32, error) {
 	n := len(g)
 	if n > math.MaxInt32 {
-		return idx[:0], fmt.Errorf("pipeline: top-k over %d elements: indices overflow int32", n)
+		return idx[:0], fmt.Errorf("compress: top-k over %d elements: indices overflow int32", n)
 	}
 	k = max(0, min(k, n))
 	if cap(idx) < k {

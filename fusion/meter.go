@@ -1,15 +1,17 @@
-package pipeline
+package fusion
 
 import (
-	"math"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // Meter gathers the figures of one step of a pipeline. Selection may run on several
-// goroutines, so its counters are atomic.
+// goroutines, so its counters are atomic. It is a compress.Recorder.
 type Meter struct {
 	comm   dist.Communicator
 	numel  int
@@ -19,12 +21,14 @@ type Meter struct {
 	sparsify atomic.Int64 // nanoseconds
 	sent     atomic.Int64 // elements sent, dense or as pairs
 	missing  atomic.Int64
-	imbal    atomic.Uint64 // float64 bits of the step's partition imbalance, see SetImbalance
+
+	mu    sync.Mutex
+	extra map[string]float64 // see SetExtra
 }
 
 // NewMeter returns the meter of a pipeline over tensors.
-func NewMeter(comm dist.Communicator, tensors []Tensor) *Meter {
-	return &Meter{comm: comm, numel: TotalNumel(tensors)}
+func NewMeter(comm dist.Communicator, tensors []pipeline.Tensor) *Meter {
+	return &Meter{comm: comm, numel: pipeline.TotalNumel(tensors)}
 }
 
 // Begin starts measuring a step, once: later calls in the same step do nothing.
@@ -37,7 +41,9 @@ func (m *Meter) Begin() {
 	m.sparsify.Store(0)
 	m.sent.Store(0)
 	m.missing.Store(0)
-	m.imbal.Store(0)
+	m.mu.Lock()
+	m.extra = nil
+	m.mu.Unlock()
 }
 
 // Selected records one selection: how long it took, how many elements it picked, and how
@@ -48,25 +54,35 @@ func (m *Meter) Selected(d time.Duration, elements, missing int) {
 	m.missing.Add(int64(missing))
 }
 
-// SetImbalance records the step's load imbalance between partitions (ExDyna): the largest
-// partition's selected count over the mean. Steps that never set it report 0.
-func (m *Meter) SetImbalance(v float64) { m.imbal.Store(math.Float64bits(v)) }
+// SetExtra records a figure particular to the pipeline for this step, under the name of
+// its metrics.csv column (see pipeline.StepMetrics.Extra).
+func (m *Meter) SetExtra(name string, v float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.extra == nil {
+		m.extra = make(map[string]float64)
+	}
+	m.extra[name] = v
+}
 
 // Dense records elements sent densely.
 func (m *Meter) Dense(elements int) { m.sent.Add(int64(elements)) }
 
 // Finish ends the step: wait is how long Wait blocked. A sparsifying pipeline reports its
 // density and missing tensors.
-func (m *Meter) Finish(wait time.Duration, sparsifying bool) StepMetrics {
+func (m *Meter) Finish(wait time.Duration, sparsifying bool) pipeline.StepMetrics {
 	m.active = false
 	delta := m.comm.Stats().Sub(m.before)
-	s := StepMetrics{
+	m.mu.Lock()
+	extra := maps.Clone(m.extra)
+	m.mu.Unlock()
+	s := pipeline.StepMetrics{
 		Sparsify:   time.Duration(m.sparsify.Load()),
 		Comm:       delta.CommTime(),
 		Wait:       wait,
 		BytesSent:  delta.BytesSent,
 		DenseBytes: RingAllReduceBytes(m.numel, m.comm.Size()),
-		Imbalance:  math.Float64frombits(m.imbal.Load()),
+		Extra:      extra,
 	}
 	if sparsifying {
 		s.HasDensity = true
@@ -76,4 +92,13 @@ func (m *Meter) Finish(wait time.Duration, sparsifying bool) StepMetrics {
 		s.TensorsMissing = int(m.missing.Load())
 	}
 	return s
+}
+
+// RingAllReduceBytes is what one rank sends in a ring allreduce of numel float32 values on
+// size ranks: 2(P-1)/P of the buffer (reduce-scatter, then allgather).
+func RingAllReduceBytes(numel, size int) int64 {
+	if size <= 1 {
+		return 0
+	}
+	return int64(2 * (size - 1) * 4 * numel / size)
 }

@@ -1,4 +1,4 @@
-package pipeline
+package compress
 
 import (
 	"fmt"
@@ -122,7 +122,7 @@ func (r *refiner) top(cand []int32, vals []float32, k int, idx []int32) ([]int32
 	}
 	var err error
 	if r.pos, err = r.exact.Select(vals, k, r.pos); err != nil {
-		return idx[:0], fmt.Errorf("pipeline: refining %d candidates: %w", len(cand), err)
+		return idx[:0], fmt.Errorf("compress: refining %d candidates: %w", len(cand), err)
 	}
 	out := grow(idx, k)
 	for j, p := range r.pos {

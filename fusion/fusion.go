@@ -1,10 +1,12 @@
-package pipeline
+package fusion
 
 import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // A Stage is what one fusing pipeline does differently from another: how a gradient is
@@ -12,16 +14,17 @@ import (
 // land in the gradients. Fusion drives a Stage and does the rest: checking pushes, learning
 // the fusion plan, ordering collectives and measuring the step.
 type Stage interface {
-	// Plan is called when the fusion plan is known, with the Fusion to signal. It returns
-	// the collectives each step issues, as the number of parts each one waits for (see
-	// Fusion.Done), and whether they must run one at a time. Plan is called once, unless
-	// the stage asks for a new plan with Fusion.Replan: then it is called again, between
-	// two steps, and must rebuild what depends on the buffers while keeping what outlives a
-	// step (error-feedback memory).
-	Plan(f *Fusion, buckets []Bucket) (parts []int, serial bool, err error)
+	// Plan is called when the fusion plan is known, with the Engine to call back. It
+	// returns the collectives each step issues, as the number of parts each one waits for
+	// (see Engine.Done), and whether they must run one at a time. Plan is called once,
+	// unless the stage asks for a new plan with Engine.Replan: then it is called again,
+	// between two steps, and must rebuild what depends on the buffers while keeping what
+	// outlives a step (error-feedback memory).
+	Plan(e Engine, buckets []Bucket) (parts []int, serial bool, err error)
 	// Process prepares tensor id's gradient for this step; it runs on the pushing goroutine
-	// and calls f.Done for every part of a collective the gradient completes, possibly later
-	// from another goroutine. grad is valid only during the call.
+	// and calls Engine.Done for every part of a collective the gradient completes, possibly
+	// later from another goroutine. slot says where the tensor sits in the plan and whether
+	// it is the last of its bucket to arrive this step. grad is valid only during the call.
 	Process(id int, slot Slot, grad []float32) error
 	// Issue starts collective i of the step; it runs on the controller's goroutine.
 	Issue(i int) Completion
@@ -30,6 +33,32 @@ type Stage interface {
 	Finish() error
 	// Close releases what the stage started.
 	Close() error
+}
+
+// Engine is what a Stage may call back into the Fusion that drives it.
+type Engine interface {
+	// Done reports one part of collective i of the current step as prepared. In every step,
+	// collective i must be reported done exactly parts[i] times, parts as Plan returned
+	// them: the collective is issued after its last part (and after every collective
+	// before it in the plan), so a missing call stalls the step and an extra one corrupts
+	// the next. A part may be reported from any goroutine, also after Process returned
+	// (offloaded selection), but before the step's collectives are waited for.
+	Done(i int)
+	// Fail stops the step: no further collective is issued and Wait returns err. Safe
+	// for concurrent use.
+	Fail(err error)
+	// Step is the index of the current step, counting from 0. Safe for concurrent use.
+	Step() int
+	// Clock is the time the pipeline runs on: its communicator's (see dist.ClockOf).
+	Clock() dist.Clock
+	// Meter is the step's meter, for recording selections (it is a compress.Recorder)
+	// and elements sent densely.
+	Meter() *Meter
+	// Replan asks for a new fusion plan from the next step on (see Fusion.Replan).
+	Replan(buckets []Bucket) error
+	// Replayed reports whether the gradients of the current step reach the stage by
+	// replay, at the end of the first step's backward (see Fusion.Replayed).
+	Replayed() bool
 }
 
 // Fusion is a Pipeline made of a Stage: tensor fusion in backprop order with the stage's
@@ -45,17 +74,19 @@ type Fusion struct {
 	pending     []atomic.Int32 // by collective: parts still to come this step
 	arrived     []int          // by bucket: tensors pushed this step
 	begun       bool
-	broken      error        // the stage could not plan: every later call fails with it
-	steps       atomic.Int64 // steps finished; read by selection goroutines
-	restored    *State       // state to move into the memory once the stage plans it
-	replan      []Bucket     // the plan to adopt when the step ends, see Replan
-	replayed    bool         // the step's gradients are replayed, see Replayed
-	metrics     StepMetrics
+	broken      error           // the stage could not plan: every later call fails with it
+	steps       atomic.Int64    // steps finished; read by selection goroutines
+	restored    *pipeline.State // state to move into the memory once the stage plans it
+	replan      []Bucket        // the plan to adopt when the step ends, see Replan
+	replayed    bool            // the step's gradients are replayed, see Replayed
+	metrics     pipeline.StepMetrics
 }
 
-// NewFusion returns the pipeline that runs stage over comm with fusion buffers of up to
+var _ Engine = (*Fusion)(nil)
+
+// New returns the pipeline that runs stage over comm with fusion buffers of up to
 // thresholdBytes. A sparsifying pipeline reports density and missing tensors.
-func NewFusion(comm dist.Communicator, tensors []Tensor, thresholdBytes int, stage Stage, sparsifying bool) (*Fusion, error) {
+func New(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, stage Stage, sparsifying bool) (*Fusion, error) {
 	step, err := NewStepper(comm, tensors, thresholdBytes)
 	if err != nil {
 		return nil, err
@@ -63,24 +94,13 @@ func NewFusion(comm dist.Communicator, tensors []Tensor, thresholdBytes int, sta
 	return &Fusion{stage: stage, sparsifying: sparsifying, clock: dist.ClockOf(comm), step: step, meter: NewMeter(comm, tensors)}, nil
 }
 
-// Clock is the time the pipeline runs on: its communicator's (see dist.ClockOf).
+// Clock implements Engine.
 func (f *Fusion) Clock() dist.Clock { return f.clock }
 
-// Timing is how the stage times selections made with the named selector.
-func (f *Fusion) Timing(kind string) Timing { return Timing{Clock: f.clock, Kind: kind} }
-
-// Meter returns the step's meter, for the stage to record selections and dense elements.
+// Meter implements Engine.
 func (f *Fusion) Meter() *Meter { return f.meter }
 
-// Arrive records that the gradient of a tensor of bucket b has arrived and reports whether
-// it was the bucket's last this step. Call it from Process only.
-func (f *Fusion) Arrive(b int) (last bool) {
-	f.arrived[b]++
-	return f.arrived[b] == len(f.step.Buckets()[b].Tensors)
-}
-
-// Done reports one part of collective i as prepared; the collective is issued once all its
-// parts are. Safe for concurrent use.
+// Done implements Engine.
 func (f *Fusion) Done(i int) {
 	f.ctl.Stamp(i, f.clock.Now())
 	if f.pending[i].Add(-1) == 0 {
@@ -88,7 +108,7 @@ func (f *Fusion) Done(i int) {
 	}
 }
 
-// Fail stops the step: no further collective is issued and Wait returns err.
+// Fail implements Engine.
 func (f *Fusion) Fail(err error) { f.ctl.Fail(err) }
 
 // Replan asks for a new fusion plan: once the current step has finished (after the stage's
@@ -121,7 +141,16 @@ func (f *Fusion) Replan(buckets []Bucket) error {
 // calls must skip such a step. Call it from Process or Finish.
 func (f *Fusion) Replayed() bool { return f.replayed }
 
-// Push implements Pipeline.
+// process hands tensor id's gradient to the stage, with its slot and whether it completes
+// its bucket this step.
+func (f *Fusion) process(id int, grad []float32) error {
+	slot := f.step.Slot(id)
+	f.arrived[slot.Bucket]++
+	slot.Last = f.arrived[slot.Bucket] == len(f.step.Buckets()[slot.Bucket].Tensors)
+	return f.stage.Process(id, slot, grad)
+}
+
+// Push implements pipeline.Pipeline.
 func (f *Fusion) Push(id int, grad []float32) error {
 	if f.broken != nil {
 		return f.broken
@@ -135,7 +164,7 @@ func (f *Fusion) Push(id int, grad []float32) error {
 		return nil
 	}
 	f.begin()
-	if err := f.stage.Process(id, f.step.Slot(id), grad); err != nil {
+	if err := f.process(id, grad); err != nil {
 		f.ctl.Fail(err)
 		return err
 	}
@@ -159,7 +188,7 @@ func (f *Fusion) begin() {
 	}
 }
 
-// Wait implements Pipeline.
+// Wait implements pipeline.Pipeline.
 func (f *Fusion) Wait() error {
 	start := f.clock.Now()
 	if f.broken != nil {
@@ -178,7 +207,7 @@ func (f *Fusion) Wait() error {
 		f.begin()
 		f.replayed = true
 		for _, id := range replay {
-			if err := f.stage.Process(id, f.step.Slot(id), f.step.Tensors()[id].Grad); err != nil {
+			if err := f.process(id, f.step.Tensors()[id].Grad); err != nil {
 				return f.abort(err)
 			}
 		}
@@ -250,8 +279,15 @@ func (f *Fusion) nextStep() {
 	f.replayed = false
 }
 
-// Metrics implements Pipeline.
-func (f *Fusion) Metrics() StepMetrics { return f.metrics }
+// Metrics implements pipeline.Pipeline.
+func (f *Fusion) Metrics() pipeline.StepMetrics { return f.metrics }
 
-// Close implements Pipeline; the communicator belongs to the caller.
+// Close implements pipeline.Pipeline; the communicator belongs to the caller.
 func (f *Fusion) Close() error { return f.stage.Close() }
+
+// NewCompressor returns the compressor of a stage planned by e: its selections are timed
+// on e's clock, follow e's step for the density schedule and are recorded in e's meter.
+// sels gives one selector per goroutine that selects (see compress.NewCompressor).
+func NewCompressor(e Engine, cfg compress.Config, sizes []int, sels ...compress.Selector) (*compress.Compressor, error) {
+	return compress.NewCompressor(cfg, sizes, sels, e.Clock(), e.Meter(), e.Step)
+}

@@ -1,4 +1,4 @@
-package pipeline
+package compress
 
 import (
 	"fmt"
@@ -53,7 +53,7 @@ func NewRandomK(seed uint64) *RandomK {
 func (s *RandomK) Select(g []float32, k int, idx []int32) ([]int32, error) {
 	n := len(g)
 	if n > math.MaxInt32 {
-		return idx[:0], fmt.Errorf("pipeline: random-k over %d elements: indices overflow int32", n)
+		return idx[:0], fmt.Errorf("compress: random-k over %d elements: indices overflow int32", n)
 	}
 	k = max(0, min(k, n))
 	if cap(idx) < k {

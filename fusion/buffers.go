@@ -1,9 +1,11 @@
-package pipeline
+package fusion
 
 import (
 	"fmt"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // DenseBuffer is the dense part of a fusion buffer: the gradients of some tensors packed
@@ -15,7 +17,7 @@ type DenseBuffer struct {
 }
 
 // NewDenseBuffer returns the buffer of tensors ids (in their order in the buffer).
-func NewDenseBuffer(tensors []Tensor, ids []int) *DenseBuffer {
+func NewDenseBuffer(tensors []pipeline.Tensor, ids []int) *DenseBuffer {
 	d := &DenseBuffer{ids: ids, offsets: make([]int, len(ids))}
 	n := 0
 	for i, id := range ids {
@@ -38,7 +40,7 @@ func (d *DenseBuffer) AllReduce(comm dist.Communicator) Completion {
 }
 
 // Unpack copies the averaged gradients back into the tensors' Grad.
-func (d *DenseBuffer) Unpack(tensors []Tensor) {
+func (d *DenseBuffer) Unpack(tensors []pipeline.Tensor) {
 	for i, id := range d.ids {
 		g := tensors[id].Grad
 		copy(g, d.buf[d.offsets[i]:d.offsets[i]+len(g)])
@@ -51,18 +53,18 @@ func (d *DenseBuffer) Unpack(tensors []Tensor) {
 type SparseBuffer struct {
 	// Parts holds this rank's pairs, one entry per tensor of the buffer in buffer order.
 	// The pipeline fills Indices and Values before the allgather starts.
-	Parts []SparseTensor
+	Parts []compress.SparseTensor
 
 	member  map[int]int // tensor id -> element count, for the buffer's tensors only
 	dst     [][]float32 // by tensor id: Grad of the buffer's tensors, nil elsewhere
 	send    []byte
 	out     [][]byte
-	decoded [][]SparseTensor // by rank
+	decoded [][]compress.SparseTensor // by rank
 }
 
 // NewSparseBuffer returns the sparse buffer of tensors ids.
-func NewSparseBuffer(tensors []Tensor, ids []int) *SparseBuffer {
-	s := &SparseBuffer{Parts: make([]SparseTensor, len(ids)), member: make(map[int]int, len(ids)), dst: make([][]float32, len(tensors))}
+func NewSparseBuffer(tensors []pipeline.Tensor, ids []int) *SparseBuffer {
+	s := &SparseBuffer{Parts: make([]compress.SparseTensor, len(ids)), member: make(map[int]int, len(ids)), dst: make([][]float32, len(tensors))}
 	for i, id := range ids {
 		s.Parts[i].ID = id
 		s.member[id] = len(tensors[id].Grad)
@@ -74,7 +76,7 @@ func NewSparseBuffer(tensors []Tensor, ids []int) *SparseBuffer {
 // AllGather encodes Parts and starts exchanging them with every rank.
 func (s *SparseBuffer) AllGather(comm dist.Communicator) Completion {
 	var err error
-	if s.send, err = AppendSparse(s.send[:0], s.Parts); err != nil {
+	if s.send, err = compress.AppendSparse(s.send[:0], s.Parts); err != nil {
 		return func() error { return err }
 	}
 	h := comm.AllGatherVAsync(s.send)
@@ -94,7 +96,7 @@ func (s *SparseBuffer) Received() [][]byte { return s.out }
 // foreign tensor, an index out of range or a non-finite value is an error naming the rank.
 func (s *SparseBuffer) Average() error {
 	if len(s.decoded) < len(s.out) {
-		s.decoded = append(s.decoded, make([][]SparseTensor, len(s.out)-len(s.decoded))...)
+		s.decoded = append(s.decoded, make([][]compress.SparseTensor, len(s.out)-len(s.decoded))...)
 	}
 	numel := func(id int) int {
 		if n, ok := s.member[id]; ok {
@@ -104,9 +106,9 @@ func (s *SparseBuffer) Average() error {
 	}
 	for r, msg := range s.out {
 		var err error
-		if s.decoded[r], err = DecodeSparse(msg, numel, s.decoded[r]); err != nil {
+		if s.decoded[r], err = compress.DecodeSparse(msg, numel, s.decoded[r]); err != nil {
 			return fmt.Errorf("sparse gradients from rank %d: %w", r, err)
 		}
 	}
-	return ScatterAverage(s.dst, s.decoded[:len(s.out)], len(s.out))
+	return compress.ScatterAverage(s.dst, s.decoded[:len(s.out)], len(s.out))
 }

@@ -1,4 +1,4 @@
-package pipeline
+package compress
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ type Memory struct {
 // on momentum correction when it is above 0.
 func NewMemory(numel []int, momentum float64) (*Memory, error) {
 	if momentum < 0 || momentum >= 1 || math.IsNaN(momentum) {
-		return nil, fmt.Errorf("pipeline: momentum correction factor must be in [0, 1), got %g", momentum)
+		return nil, fmt.Errorf("compress: momentum correction factor must be in [0, 1), got %g", momentum)
 	}
 	m := &Memory{momentum: float32(momentum), acc: make([][]float32, len(numel))}
 	if momentum > 0 {
@@ -88,7 +88,7 @@ func (m *Memory) Sent(id int, idx []int32) error {
 	acc := m.acc[id]
 	for _, i := range idx {
 		if i < 0 || int(i) >= len(acc) {
-			return fmt.Errorf("pipeline: memory of tensor %d: sent index %d out of range [0, %d)", id, i, len(acc))
+			return fmt.Errorf("compress: memory of tensor %d: sent index %d out of range [0, %d)", id, i, len(acc))
 		}
 	}
 	for _, i := range idx {
@@ -115,10 +115,73 @@ func (m *Memory) Residual(id int) []float32 {
 // check reports whether tensor id has memory of n elements (n < 0: any size).
 func (m *Memory) check(id, n int) error {
 	if id < 0 || id >= len(m.acc) || m.acc[id] == nil {
-		return fmt.Errorf("pipeline: tensor %d has no error-feedback memory", id)
+		return fmt.Errorf("compress: tensor %d has no error-feedback memory", id)
 	}
 	if n >= 0 && n != len(m.acc[id]) {
-		return fmt.Errorf("pipeline: memory of tensor %d has %d elements, gradient has %d", id, len(m.acc[id]), n)
+		return fmt.Errorf("compress: memory of tensor %d has %d elements, gradient has %d", id, len(m.acc[id]), n)
 	}
 	return nil
+}
+
+// Export returns a copy of the memory: the residuals by tensor id, and the momenta when
+// momentum correction is on (nil otherwise). A tensor without memory has nil entries.
+func (m *Memory) Export() (residuals, momenta [][]float32) {
+	residuals = cloneAll(m.acc)
+	if m.mom != nil {
+		momenta = cloneAll(m.mom)
+	}
+	return residuals, momenta
+}
+
+// Restore copies residuals and momenta (as Export returns them) in, after checking that
+// they fit this memory; on error nothing is changed.
+func (m *Memory) Restore(residuals, momenta [][]float32) error {
+	if err := fits("residual", m.acc, residuals); err != nil {
+		return err
+	}
+	if (m.mom == nil) != (momenta == nil) {
+		return fmt.Errorf("restoring state: momentum correction was %s when the state was saved and is %s now",
+			onOff(momenta != nil), onOff(m.mom != nil))
+	}
+	if m.mom != nil {
+		if err := fits("momentum", m.mom, momenta); err != nil {
+			return err
+		}
+	}
+	for id, r := range residuals {
+		copy(m.acc[id], r)
+	}
+	for id, u := range momenta {
+		copy(m.mom[id], u)
+	}
+	return nil
+}
+
+func fits(what string, have, got [][]float32) error {
+	if len(got) != len(have) {
+		return fmt.Errorf("restoring state: %s memory for %d tensors, the pipeline has %d", what, len(got), len(have))
+	}
+	for id := range have {
+		if len(got[id]) != len(have[id]) {
+			return fmt.Errorf("restoring state: %s memory of tensor %d has %d elements, the pipeline's has %d", what, id, len(got[id]), len(have[id]))
+		}
+	}
+	return nil
+}
+
+func cloneAll(vs [][]float32) [][]float32 {
+	out := make([][]float32, len(vs))
+	for i, v := range vs {
+		if v != nil {
+			out[i] = append([]float32(nil), v...)
+		}
+	}
+	return out
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
