@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -159,11 +158,11 @@ func MeasureSelection(kind string, n int, density float64, reps int) (time.Durat
 // selection returns one selection of kind on g picking about k elements, with its scratch
 // held by the closure so that calls after the first allocate nothing.
 func selection(kind string, g []float32, k int, density float64) (func() error, error) {
-	if kind == "threshold" {
-		key := thresholdKey(density)
+	if kind == compress.ThresholdKind {
+		tau := threshold(density)
 		var send []byte
 		return func() error {
-			send = thresholdScan(send, g, key)
+			send = compress.AppendAtLeast(send[:0], g, 0, tau)
 			return nil
 		}, nil
 	}
@@ -189,28 +188,11 @@ func normalData(n int) []float32 {
 	return g
 }
 
-// thresholdKey returns the magnitude key of the threshold that keeps a density fraction of
-// standard normal data, as ExDyna's adapted threshold does once settled: for such data
+// threshold returns the threshold that keeps a density fraction of standard normal data,
+// as ExDyna's adapted threshold does once settled: for such data
 // P(|x| > t) = 1 − erf(t/√2).
-func thresholdKey(density float64) uint32 {
-	return math.Float32bits(float32(math.Sqrt2 * math.Erfinv(1-density)))
-}
-
-// thresholdScan is the selection loop of ExDyna's sparse step (exDyna.appendSelection in
-// baselines/exdyna.go), copied rather than called because that is a method of ExDyna's
-// unexported stage: a 16-byte header followed by the little-endian index of every element
-// whose magnitude key reaches key.
-func thresholdScan(send []byte, g []float32, key uint32) []byte {
-	send = binary.LittleEndian.AppendUint64(send[:0], 0) // step
-	send = binary.LittleEndian.AppendUint32(send, 0)     // partition
-	send = binary.LittleEndian.AppendUint32(send, 0)     // count, filled in below
-	for i, a := range g {
-		if math.Float32bits(a)&0x7fffffff >= key {
-			send = binary.LittleEndian.AppendUint32(send, uint32(i))
-		}
-	}
-	binary.LittleEndian.PutUint32(send[12:], uint32((len(send)-16)/4))
-	return send
+func threshold(density float64) float32 {
+	return float32(math.Sqrt2 * math.Erfinv(1-density))
 }
 
 // FitSelection measures kind (see MeasureSelection) at each of sizes and fits a Linear to

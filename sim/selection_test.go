@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
-	"slices"
 	"testing"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 
 // selectionKinds are the kinds DefaultSelectionModel must know: every selector name, the
 // alias, and ExDyna's scan.
-var selectionKinds = append(compress.SelectorNames(), "sampled", "threshold")
+var selectionKinds = append(compress.SelectorNames(), "sampled", compress.ThresholdKind)
 
 func TestSelectionModelDefaultKinds(t *testing.T) {
 	m := DefaultSelectionModel()
@@ -241,30 +240,12 @@ func TestFitSelection(t *testing.T) {
 	}
 }
 
-func TestSelectionThresholdScan(t *testing.T) {
-	g := []float32{0.5, -2, 1, -1, 0, 3, float32(math.Copysign(0, -1))}
-	send := thresholdScan(make([]byte, 3), g, math.Float32bits(1))
-	if got, want := len(send), 16+4*4; got != want {
-		t.Fatalf("len = %d, want %d", got, want)
-	}
-	if got := uint32(send[12]) | uint32(send[13])<<8; got != 4 {
-		t.Errorf("count = %d, want 4", got)
-	}
-	var idx []int
-	for i := 16; i < len(send); i += 4 {
-		idx = append(idx, int(send[i])|int(send[i+1])<<8)
-	}
-	if want := []int{1, 2, 3, 5}; !slices.Equal(idx, want) {
-		t.Errorf("indices %v, want %v", idx, want)
-	}
-}
-
 // TestSelectionThresholdDensity checks that MeasureSelection's threshold picks about the density
 // asked for on its normal data, so that "threshold" is timed at the density of the others.
 func TestSelectionThresholdDensity(t *testing.T) {
 	const n = 200_000
 	for _, density := range []float64{0.001, 0.01, 0.1} {
-		count := (len(thresholdScan(nil, normalData(n), thresholdKey(density))) - 16) / 4
+		count := len(compress.AppendAtLeast(nil, normalData(n), 0, threshold(density))) / 4
 		if got := float64(count) / n; math.Abs(got-density) > 0.1*density {
 			t.Errorf("threshold for %v kept %.4f of the elements", density, got)
 		}
