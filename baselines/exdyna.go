@@ -201,7 +201,7 @@ func (x *ExDyna) MirrorMessage(own []byte, rank int) []byte {
 	return x.appendSelection(nil, step, part)
 }
 
-// The constants of the algorithm, as PAPERS.md gives them.
+// The constants of the algorithm, as the ExDyna paper and its authors' code give them.
 const (
 	exdynaBlocks    = 1024 // blocks the flattened gradient is cut into
 	exdynaBlockUnit = 32   // block sizes are multiples of this
@@ -209,7 +209,7 @@ const (
 
 	// Threshold scaling on the ratio of selected to target elements: above exdynaTooMany
 	// tau rises by exdynaUp, at or below exdynaTooFew it falls by exdynaDown, and in between
-	// it rises gently by exdynaGentle, as PAPERS.md and the authors' code have it. The gentle
+	// it rises gently by exdynaGentle, as the paper and the authors' code have it. The gentle
 	// rise keeps nudging the density down until it crosses exdynaTooFew, so the density
 	// settles a little below the target rather than on it.
 	exdynaTooMany = 1.1

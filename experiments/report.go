@@ -107,7 +107,8 @@ func readResult(c Cell, target float64) (result, error) {
 }
 
 // writeRegime states the ratio of dense communication to computation, which decides how
-// much a pipeline that sends less can gain (DESIGN.md, "Reproducing the papers' regime").
+// much a pipeline that sends less can gain: the papers measured clusters where the two are
+// of the same order.
 func writeRegime(b *strings.Builder, results []result) {
 	first := true
 	for _, r := range results {

@@ -11,7 +11,7 @@
 //	  pipeline: [dense, pertensor, multitensor, ssfusion]
 //	  workers: [2, 4]
 //
-// Keys are the flag names of `train` (DESIGN.md, "The command line").
+// Keys are the flag names of `train` (see `train --help`).
 package experiments
 
 import (

@@ -1,7 +1,8 @@
 // Package trainer owns the training loop: it builds the model and data of a Config, runs
 // forward and backward, hands every gradient to a gradient pipeline as backprop produces it,
-// applies SGD with the configured learning-rate schedule, evaluates on the test split and
-// writes summary.json and metrics.csv.
+// applies SGD with the configured learning-rate schedule, evaluates on the test split,
+// writes summary.json and metrics.csv, keeps checkpoints to resume from, and on request
+// records the compute profile the scale simulator replays (Config.ProfileOut).
 //
 // The trainer knows gradient pipelines only through pipeline.Pipeline; which pipeline a name
 // means is decided by the caller (Options.NewPipeline).
