@@ -70,12 +70,7 @@ func (p *sparseStage) plan(e fusion.Engine, buckets []fusion.Bucket) error {
 }
 
 // Memory returns the error-feedback memory, nil before the plan; checkpoints read it.
-func (p *sparseStage) Memory() *compress.Memory {
-	if p.c == nil {
-		return nil
-	}
-	return p.c.Memory()
-}
+func (p *sparseStage) Memory() *compress.Memory { return p.c.Memory() }
 
 func (p *sparseStage) Issue(b int) fusion.Completion { return p.bufs[b].AllGather(p.comm) }
 

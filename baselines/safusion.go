@@ -148,12 +148,7 @@ type saFusion struct {
 }
 
 // Memory returns the error-feedback memory, nil before the plan; checkpoints read it.
-func (p *saFusion) Memory() *compress.Memory {
-	if p.c == nil {
-		return nil
-	}
-	return p.c.Memory()
-}
+func (p *saFusion) Memory() *compress.Memory { return p.c.Memory() }
 
 // Plan builds one aligned buffer per fusion buffer. It is called again when the warm-up
 // replans; the compressor, with the error-feedback memory, is created the first time only

@@ -61,8 +61,14 @@ func NewCompressor(cfg Config, sizes []int, sels []Selector, clock dist.Clock, r
 }
 
 // Memory returns the error-feedback memory, which checkpoints read and which a pipeline may
-// bind to buffers of its own (Memory.Bind).
-func (c *Compressor) Memory() *Memory { return c.mem }
+// bind to buffers of its own (Memory.Bind); nil for a nil Compressor, so that a stage not
+// planned yet reports no memory.
+func (c *Compressor) Memory() *Memory {
+	if c == nil {
+		return nil
+	}
+	return c.mem
+}
 
 // K is how many of n elements a tensor sends in the current step.
 func (c *Compressor) K(n int) int { return KFor(n, c.cfg.DensityAt(c.step())) }

@@ -78,12 +78,7 @@ func (p *randomKPerTensor) Finish() error {
 }
 
 // Memory gives checkpoints the error-feedback memory, nil before the plan.
-func (p *randomKPerTensor) Memory() *compress.Memory {
-	if p.c == nil {
-		return nil
-	}
-	return p.c.Memory()
-}
+func (p *randomKPerTensor) Memory() *compress.Memory { return p.c.Memory() }
 
 func (p *randomKPerTensor) Close() error { return nil }
 

@@ -75,12 +75,7 @@ type stage struct {
 
 // Memory returns the error-feedback memory of the sparsified tensors, nil before the plan;
 // checkpoints read it.
-func (s *stage) Memory() *compress.Memory {
-	if s.c == nil {
-		return nil
-	}
-	return s.c.Memory()
-}
+func (s *stage) Memory() *compress.Memory { return s.c.Memory() }
 
 func (s *stage) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, error) {
 	s.e = e
