@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -65,6 +66,9 @@ func Load(path string) (*Spec, error) {
 	}
 	if s.Name == "" {
 		s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		if err := checkName(s.Name); err != nil {
+			return nil, fmt.Errorf("experiment %s has no name: and its file name cannot stand for one: %w", path, err)
+		}
 	}
 	return s, nil
 }
@@ -108,8 +112,16 @@ func Parse(data []byte) (*Spec, error) {
 	if len(s.Matrix) == 0 {
 		return nil, errors.New("matrix: empty; name at least one key with a list of values, e.g. pipeline: [dense, ssfusion]")
 	}
-	if strings.ContainsAny(s.Name, `/\`) || s.Name == "." || s.Name == ".." {
-		return nil, fmt.Errorf("name: %q cannot be a folder name", s.Name)
+	if s.Name != "" {
+		if err := checkName(s.Name); err != nil {
+			return nil, fmt.Errorf("name: %w", err)
+		}
+	}
+	for _, key := range runnerKeys {
+		_, inBase := s.Base[key]
+		if inBase || slices.ContainsFunc(s.Matrix, func(a Axis) bool { return a.Key == key }) {
+			return nil, fmt.Errorf("%s: an experiment cannot set it; the run command places every cell's files in the experiment's folder under --results", key)
+		}
 	}
 	return s, nil
 }
@@ -143,9 +155,16 @@ func parseMatrix(n *yaml.Node) ([]Axis, error) {
 
 // Expand returns every cell of the experiment, the last matrix key varying fastest, with
 // results under resultsDir/<experiment>/<cell>/. A key that is not a config key, a value of
-// the wrong type or a configuration that does not validate is an error naming the key or
-// the cell.
+// the wrong type, a value that cannot be part of a folder name, two cells alike or a
+// configuration that does not validate is an error naming the key or the cell. A spec
+// without a name (from Parse alone) puts its cells directly in resultsDir.
 func (s *Spec) Expand(resultsDir string) ([]Cell, error) {
+	if s.Name != "" {
+		if err := checkName(s.Name); err != nil {
+			return nil, fmt.Errorf("name: %w", err)
+		}
+	}
+	dir := filepath.Join(resultsDir, s.Name)
 	base := trainer.Defaults()
 	if err := decode(s.Base, &base); err != nil {
 		return nil, fmt.Errorf("base: %w", err)
@@ -158,17 +177,27 @@ func (s *Spec) Expand(resultsDir string) ([]Cell, error) {
 		for a, axis := range s.Matrix {
 			v := axis.Values[idx[a]]
 			values[axis.Key] = v
-			parts = append(parts, axis.Key+"-"+fmt.Sprint(v))
+			folder, err := folderValue(axis.Key, v)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, axis.Key+"-"+folder)
 			if axis.Key != "pipeline" {
 				setting = append(setting, parts[len(parts)-1])
 			}
 		}
 		name := strings.Join(parts, "_")
+		if slices.ContainsFunc(cells, func(c Cell) bool { return c.Name == name }) {
+			return nil, fmt.Errorf("matrix: two cells are %s; each value of a key must appear once", name)
+		}
 		cfg := base
 		if err := decode(values, &cfg); err != nil {
 			return nil, fmt.Errorf("matrix: %w", err)
 		}
-		cfg.Out = filepath.Join(resultsDir, s.Name, name)
+		cfg.Out = filepath.Join(dir, name)
+		if ok, err := inside(dir, cfg.Out); err != nil || !ok {
+			return nil, fmt.Errorf("cell %s would write outside %s", name, dir)
+		}
 		cfg.Resolve()
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("cell %s: %w", name, err)

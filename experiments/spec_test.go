@@ -71,6 +71,12 @@ func TestBadExperiments(t *testing.T) {
 		{"not yaml", "matrix: [", "YAML"},
 		{"not a mapping", "- 1\n- 2", "mapping"},
 		{"bad name", "name: a/b\nmatrix: {workers: [1]}", "name"},
+		{"dot name", "name: ..\nmatrix: {workers: [1]}", "plain name"},
+		{"hidden name", "name: .x\nmatrix: {workers: [1]}", "plain name"},
+		{"out in the matrix", "name: x\nmatrix: {out: [../../../x]}", "out"},
+		{"out in the base", "name: x\nbase: {out: /tmp/x}\nmatrix: {workers: [1]}", "out"},
+		{"profile-out", "name: x\nbase: {profile-out: ../p.json}\nmatrix: {workers: [1]}", "profile-out"},
+		{"resume", "name: x\nmatrix: {resume: [../old]}", "resume"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))
@@ -89,6 +95,9 @@ func TestBadCells(t *testing.T) {
 		{"unknown base key", "base: {modle: mlp}\nmatrix: {workers: [1]}", "modle"},
 		{"wrong type", "matrix: {density: [lots]}", "density"},
 		{"invalid value", "matrix: {density: [0.5, 2]}", "density-2"},
+		{"path as a value", `matrix: {selector: ["/../../../../elsewhere"]}`, "selector"},
+		{"dots as a value", "matrix: {selector: [..]}", "selector"},
+		{"duplicate cells", "matrix: {pipeline: [dense, dense]}", "pipeline-dense"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Parse([]byte(tc.yaml))
@@ -117,6 +126,33 @@ func TestLoadNamesAfterFile(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestListValuesInFolderNames: a list value names its folder without brackets or spaces.
+func TestListValuesInFolderNames(t *testing.T) {
+	s, err := Parse([]byte("name: x\nmatrix: {milestones: [[30, 60]], bandwidth: [60Mbit]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand("out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "milestones-30-60_bandwidth-60Mbit"; cells[0].Name != want {
+		t.Errorf("cell %q, want %q", cells[0].Name, want)
+	}
+}
+
+// TestLoadRefusesFileNamesThatAreNotNames: an experiment without a name takes its file's,
+// which must then be a plain name too: "...yaml" would put the report above --results.
+func TestLoadRefusesFileNamesThatAreNotNames(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "...yaml")
+	if err := os.WriteFile(path, []byte("matrix: {workers: [1]}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "plain name") {
+		t.Fatalf("Load(%s): %v, want a refusal of the name", path, err)
 	}
 }
 
