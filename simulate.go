@@ -17,6 +17,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/experiments"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/profile"
 	"github.com/ssfusion/ssfusion/sim"
@@ -195,17 +196,17 @@ func loadProfiles(names []string, speed float64) ([]*profile.Profile, error) {
 
 // simNetworks builds one network per --bandwidth.
 func simNetworks(f *simulateFlags) ([]sim.Net, error) {
-	alg, err := dist.ParseAlgorithm(f.allreduce)
+	alg, err := netmodel.ParseAlgorithm(f.allreduce)
 	if err != nil {
 		return nil, fmt.Errorf("--allreduce: %w", err)
 	}
-	var intra dist.Link
+	var intra netmodel.Link
 	if f.perNode > 1 {
 		bps, err := dist.ParseBandwidth(f.intraBandwidth)
 		if err != nil || bps <= 0 {
 			return nil, fmt.Errorf("--intra-bandwidth %q: want a positive rate such as 300Gbit", f.intraBandwidth)
 		}
-		intra = dist.LinkFor(bps, f.intraLatency)
+		intra = netmodel.LinkFor(bps, f.intraLatency)
 	}
 	var nets []sim.Net
 	for _, b := range f.bandwidths {
@@ -213,15 +214,15 @@ func simNetworks(f *simulateFlags) ([]sim.Net, error) {
 		if err != nil || bps <= 0 {
 			return nil, fmt.Errorf("--bandwidth %q: want a positive rate such as 10Gbit", b)
 		}
-		inter, preset := dist.NetworkPreset(bps)
+		inter, preset := netmodel.NetworkPreset(bps)
 		if !preset || f.latency > 0 {
 			latency := f.latency
 			if latency == 0 {
 				latency = 50 * time.Microsecond
 			}
-			inter = dist.LinkFor(bps, latency)
+			inter = netmodel.LinkFor(bps, latency)
 		}
-		n := dist.Network{Inter: inter, Intra: intra, PerNode: f.perNode, AllReduceAlg: alg}
+		n := netmodel.Network{Inter: inter, Intra: intra, PerNode: f.perNode, AllReduceAlg: alg}
 		if err := n.Check(); err != nil {
 			return nil, fmt.Errorf("network at %s: %w", b, err)
 		}
@@ -397,18 +398,18 @@ func predictRun(cfg *trainer.Config, sum *trainer.Summary, selection sim.Selecti
 // emulatedNetwork is the cost model of a run's emulated links: beta from the bandwidth,
 // alpha from the latency, and the algorithms and small-message threshold our transport
 // uses on such a link.
-func emulatedNetwork(cfg *trainer.Config) (dist.Network, error) {
+func emulatedNetwork(cfg *trainer.Config) (netmodel.Network, error) {
 	bps, err := dist.ParseBandwidth(cfg.Bandwidth)
 	if err != nil || bps <= 0 {
-		return dist.Network{}, errors.New("the validation runs need an emulated bandwidth")
+		return netmodel.Network{}, errors.New("the validation runs need an emulated bandwidth")
 	}
 	var latency time.Duration
 	if cfg.Latency != "" {
 		if latency, err = time.ParseDuration(cfg.Latency); err != nil {
-			return dist.Network{}, fmt.Errorf("latency %q: %w", cfg.Latency, err)
+			return netmodel.Network{}, fmt.Errorf("latency %q: %w", cfg.Latency, err)
 		}
 	}
-	return dist.Network{Inter: dist.LinkFor(bps, latency), AllReduceAlg: dist.Ours, Small: dist.SmallThreshold(bps)}, nil
+	return netmodel.Network{Inter: netmodel.LinkFor(bps, latency), AllReduceAlg: netmodel.Ours, Small: dist.SmallThreshold(bps)}, nil
 }
 
 // jobBar shows a sweep's progress: a bar on a terminal, a line per job otherwise.

@@ -2,32 +2,10 @@ package dist
 
 import (
 	"bytes"
-	"math"
 	"sync"
 	"testing"
 	"time"
 )
-
-// TestSimRingAllReduceIsTheFormula: a lone ring allreduce on a fresh virtual clock ends
-// exactly when the alpha-beta formula of PAPERS.md says, 2(P-1)alpha + 2(P-1)/P m beta.
-func TestSimRingAllReduceIsTheFormula(t *testing.T) {
-	link, _ := NetworkPreset(10e9)
-	for _, tc := range []struct{ size, elems int }{{2, 1}, {8, 1 << 20}, {64, 25_557_032}, {256, 1000}} {
-		clock := NewVirtualClock(nil)
-		comm := NewSimRank(tc.size, Network{Inter: link, AllReduceAlg: Ring}, clock)
-		if err := comm.AllReduce(make([]float32, tc.elems), Average); err != nil {
-			t.Fatal(err)
-		}
-		p, m := float64(tc.size), 4*float64(tc.elems)
-		want := time.Duration(math.Round((2*(p-1)*link.Alpha + 2*(p-1)/p*m*link.Beta) * 1e9))
-		if got := clock.Elapsed(); got != want {
-			t.Errorf("P=%d, %d floats: the clock reads %v, the formula %v", tc.size, tc.elems, got, want)
-		}
-		if st := comm.Stats(); st.AllReduce.Calls != 1 || st.AllReduce.Time != want {
-			t.Errorf("P=%d: stats %+v", tc.size, st.AllReduce)
-		}
-	}
-}
 
 // fixedCost charges a collective its kind's constant plus a nanosecond per byte of the
 // largest contribution.
