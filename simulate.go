@@ -254,7 +254,7 @@ func tryPipeline(f *simulateFlags, name string, net sim.Net, selection sim.Selec
 	if err != nil {
 		return err
 	}
-	comm := dist.NewSimRank(2, net.Model, dist.NewVirtualClock(selection.Time))
+	comm := sim.NewSimRank(2, net.Model, sim.NewVirtualClock(selection.Time))
 	defer comm.Close()
 	p, err := build(comm, []pipeline.Tensor{{ID: 0, Name: "w", Grad: make([]float32, 64)}})
 	if err != nil {

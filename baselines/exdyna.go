@@ -43,8 +43,18 @@ func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes
 	return f, nil
 }
 
+// exDynaPipeline is ExDyna's Fusion, which also gives the simulator (a lone rank standing
+// for identical ones) the other ranks' allgather messages.
+type exDynaPipeline struct {
+	*pipeline.Fusion
+	x *exDyna
+}
+
+// MirrorMessage implements sim.Mirrorer.
+func (p *exDynaPipeline) MirrorMessage(own []byte, rank int) []byte { return p.x.mirror(own, rank) }
+
 // newExDyna also returns the stage, for tests to look inside.
-func newExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig) (*pipeline.Fusion, *exDyna, error) {
+func newExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg pipeline.SparseConfig) (*exDynaPipeline, *exDyna, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, nil, fmt.Errorf("exdyna: %w", err)
 	}
@@ -56,10 +66,7 @@ func newExDyna(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes
 	if err != nil {
 		return nil, nil, fmt.Errorf("exdyna: %w", err)
 	}
-	if m, ok := comm.(dist.Mirroring); ok {
-		m.SetMirror(x.mirror)
-	}
-	return f, x, nil
+	return &exDynaPipeline{f, x}, x, nil
 }
 
 // mirror makes the allgather message rank would send in this step if its accumulated

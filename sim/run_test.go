@@ -140,7 +140,7 @@ func TestSameGradientsAsInProcess(t *testing.T) {
 func inProcess(t *testing.T, job Job) [][][]float32 {
 	t.Helper()
 	comms := dist.NewInProc(job.Workers)
-	clock := dist.NewVirtualClock(job.Selection.Time) // only paces the replay; the pipeline runs on the wall clock
+	clock := NewVirtualClock(job.Selection.Time) // only paces the replay; the pipeline runs on the wall clock
 	out := make([][][]float32, job.Workers)
 	errs := make([]error, job.Workers)
 	var wg sync.WaitGroup
