@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -290,126 +289,37 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 	if err != nil {
 		return nil, fmt.Errorf("experiment %s: %w", f.validation, err)
 	}
-	for i := range cells {
-		cells[i].Config.ProfileOut = filepath.Join(cells[i].Config.Out, "profile.json")
-	}
 	if err := preflight(f.validation, cells); err != nil {
 		return nil, err
 	}
-	show := newCellDisplay(len(cells))
-	show.logf("validation: measuring %d runs of %s (kept in %s for later runs)", len(cells), f.validation, filepath.Join(results, spec.Name))
-	r := experiments.Runner{Train: show.train, Progress: show.progress}
-	_, err = r.Run(cmd.Context(), cells)
-	show.finish()
-	if err != nil {
-		return nil, fmt.Errorf("validation runs: %w", err)
-	}
-	v := &sim.Validation{Tolerance: f.tolerance, Rows: make([]sim.ValidationRow, len(cells))}
-	if err := predictCells(v, cells, selection); err != nil {
-		return nil, err
-	}
-	// A shared machine can stall one run; a model that is wrong misses twice. So cells that
-	// missed are measured once more, from scratch, and predicted again.
-	var again []experiments.Cell
-	var rows []int
-	for i, row := range v.Rows {
-		if math.Abs(row.Error()) > f.tolerance {
-			again, rows = append(again, cells[i]), append(rows, i)
+	v := newValidator(selection, f.tolerance)
+	v.Train = func(cells []experiments.Cell, force bool) error {
+		show := newCellDisplay(len(cells))
+		if force {
+			show.logf("validation: measuring %d runs again, whose predictions missed by more than %.0f%%", len(cells), 100*f.tolerance)
+		} else {
+			show.logf("validation: measuring %d runs of %s (kept in %s for later runs)", len(cells), f.validation, filepath.Join(results, spec.Name))
 		}
+		r := experiments.Runner{Train: show.train, Progress: show.progress, Force: force}
+		_, err := r.Run(cmd.Context(), cells)
+		show.finish()
+		return err
 	}
-	if len(again) == 0 {
-		return v, nil
-	}
-	show.logf("validation: measuring %d runs again, whose predictions missed by more than %.0f%%", len(again), 100*f.tolerance)
-	show = newCellDisplay(len(again))
-	r = experiments.Runner{Train: show.train, Progress: show.progress, Force: true}
-	_, err = r.Run(cmd.Context(), again)
-	show.finish()
-	if err != nil {
-		return nil, fmt.Errorf("validation runs: %w", err)
-	}
-	redo := &sim.Validation{Rows: make([]sim.ValidationRow, len(again))}
-	if err := predictCells(redo, again, selection); err != nil {
-		return nil, err
-	}
-	for j, i := range rows {
-		v.Rows[i] = redo.Rows[j]
-		v.Rows[i].Remeasured = true
-	}
-	return v, nil
+	return v.Validate(cells)
 }
 
-// predictCells fills v's rows and setting with the predictions of cells.
-func predictCells(v *sim.Validation, cells []experiments.Cell, selection sim.SelectionModel) error {
-	for i, c := range cells {
-		row, setting, err := predictCell(c, selection)
-		if err != nil {
-			return fmt.Errorf("validation cell %s: %w", c.Name, err)
-		}
-		v.Rows[i], v.Setting = row, setting
-	}
-	return nil
-}
-
-// predictCell predicts one measured cell of the validation experiment.
-func predictCell(c experiments.Cell, selection sim.SelectionModel) (sim.ValidationRow, string, error) {
-	path := filepath.Join(c.Config.Out, "summary.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return sim.ValidationRow{}, "", err
-	}
-	var sum trainer.Summary
-	if err := json.Unmarshal(data, &sum); err != nil {
-		return sim.ValidationRow{}, "", fmt.Errorf("reading %s: %w", path, err)
-	}
-	return predictRun(&c.Config, &sum, selection)
-}
-
-// predictRun simulates a measured run from the profile it wrote and its configuration, on
-// the network its links were emulated as, with ranks that move real data as the run's did.
-// It returns the comparison and the setting in words.
-func predictRun(cfg *trainer.Config, sum *trainer.Summary, selection sim.SelectionModel) (sim.ValidationRow, string, error) {
-	prof, err := profile.Load(cfg.ProfileOut)
-	if err != nil {
-		return sim.ValidationRow{}, "", err
-	}
-	net, err := emulatedNetwork(cfg)
-	if err != nil {
-		return sim.ValidationRow{}, "", err
-	}
-	build, ok := pipelines[cfg.Pipeline]
-	if !ok {
-		return sim.ValidationRow{}, "", fmt.Errorf("unknown pipeline %q", cfg.Pipeline)
-	}
-	res, err := sim.Simulate(sim.Job{
-		Profile: prof, Workers: cfg.Workers, Network: net, Selection: selection, Real: true, Seed: 1, Density: cfg.Density,
-		Pipeline: func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+// newValidator is the simulator's validation, building the runs' pipelines as train does;
+// its Train is the caller's to set.
+func newValidator(selection sim.SelectionModel, tolerance float64) *sim.Validator {
+	return &sim.Validator{Selection: selection, Tolerance: tolerance,
+		Build: func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+			build, ok := pipelines[cfg.Pipeline]
+			if !ok {
+				return nil, fmt.Errorf("unknown pipeline %q", cfg.Pipeline)
+			}
 			return build(cfg, comm, tensors)
 		},
-	})
-	if err != nil {
-		return sim.ValidationRow{}, "", err
 	}
-	setting := fmt.Sprintf("%s on %s, batch %d per worker, %d steps, links emulated at %s; each prediction replays the profile its run measured, on our transport's algorithms over %s.",
-		cfg.Model, cfg.Dataset, cfg.BatchSize, sum.Steps, cfg.Bandwidth, net)
-	return sim.ValidationRow{Pipeline: cfg.Pipeline, Workers: cfg.Workers, MeasuredMS: sum.Throughput.StepMS.Total, PredictedMS: res.IterationMS}, setting, nil
-}
-
-// emulatedNetwork is the cost model of a run's emulated links: beta from the bandwidth,
-// alpha from the latency, and the algorithms and small-message threshold our transport
-// uses on such a link.
-func emulatedNetwork(cfg *trainer.Config) (netmodel.Network, error) {
-	bps, err := dist.ParseBandwidth(cfg.Bandwidth)
-	if err != nil || bps <= 0 {
-		return netmodel.Network{}, errors.New("the validation runs need an emulated bandwidth")
-	}
-	var latency time.Duration
-	if cfg.Latency != "" {
-		if latency, err = time.ParseDuration(cfg.Latency); err != nil {
-			return netmodel.Network{}, fmt.Errorf("latency %q: %w", cfg.Latency, err)
-		}
-	}
-	return netmodel.Network{Inter: netmodel.LinkFor(bps, latency), AllReduceAlg: netmodel.Ours, Small: dist.SmallThreshold(bps)}, nil
 }
 
 // jobBar shows a sweep's progress: a bar on a terminal, a line per job otherwise.

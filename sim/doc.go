@@ -19,4 +19,7 @@
 // all: the ranks are taken to be identical, collectives are charged as among all of them,
 // and memory stays that of one rank. A pipeline whose messages depend on the sending rank
 // gives the others' through Mirrorer.
+//
+// The simulator checks itself against this machine (Validator): it trains an experiment's
+// runs, each writing the compute profile it measured, and predicts each from its profile.
 package sim
