@@ -63,9 +63,10 @@ with an alpha-beta network model. One rank stands for all: the ranks are taken t
 identical, so memory is that of one rank.
 
 At 10 and 56 Gbit/s, unless --latency is given, the network uses the constants found in
-SAFusion's code (PAPERS.md); other bandwidths take beta = 8/bandwidth and alpha =
---latency (default 50µs). --gpus-per-node > 1 makes collectives hierarchical over a faster
-link inside each node.
+SAFusion's code; other bandwidths take beta = 8/bandwidth and alpha = --latency (default
+50µs). --gpus-per-node > 1 makes collectives hierarchical over a faster link inside each
+node. SSFusion and SAFusion plan with the simulated network itself (--allreduce and
+--gpus-per-node included), not with train's --cost-alpha and --cost-beta.
 
 Unless --validate=false, the simulator first checks itself against runs measured on this
 machine (experiments/validation.yaml: every pipeline at 2 and 4 workers over emulated links,
@@ -201,25 +202,30 @@ func simNetworks(f *simulateFlags) ([]sim.Net, error) {
 	}
 	var intra netmodel.Link
 	if f.perNode > 1 {
-		bps, err := dist.ParseBandwidth(f.intraBandwidth)
-		if err != nil || bps <= 0 {
+		c, err := netmodel.ParseCable(f.intraBandwidth, f.intraLatency.String())
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("--intra-bandwidth, --intra-latency: %w", err)
+		case !c.Shaped():
 			return nil, fmt.Errorf("--intra-bandwidth %q: want a positive rate such as 300Gbit", f.intraBandwidth)
 		}
-		intra = netmodel.LinkFor(bps, f.intraLatency)
+		intra = c.Link()
 	}
 	var nets []sim.Net
 	for _, b := range f.bandwidths {
-		bps, err := dist.ParseBandwidth(b)
-		if err != nil || bps <= 0 {
+		c, err := netmodel.ParseCable(b, f.latency.String())
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("--bandwidth, --latency: %w", err)
+		case !c.Shaped():
 			return nil, fmt.Errorf("--bandwidth %q: want a positive rate such as 10Gbit", b)
 		}
-		inter, preset := netmodel.NetworkPreset(bps)
-		if !preset || f.latency > 0 {
-			latency := f.latency
-			if latency == 0 {
-				latency = 50 * time.Microsecond
+		inter, preset := netmodel.NetworkPreset(c.BitsPerSecond)
+		if !preset || c.Latency > 0 {
+			if c.Latency == 0 {
+				c.Latency = 50 * time.Microsecond
 			}
-			inter = netmodel.LinkFor(bps, latency)
+			inter = c.Link()
 		}
 		n := netmodel.Network{Inter: inter, Intra: intra, PerNode: f.perNode, AllReduceAlg: alg}
 		if err := n.Check(); err != nil {
@@ -230,8 +236,9 @@ func simNetworks(f *simulateFlags) ([]sim.Net, error) {
 	return nets, nil
 }
 
-// simFactory builds pipeline name as train would, planning with net's cost where a
-// pipeline plans with one.
+// simFactory builds pipeline name as train would, except that the planners plan with the
+// simulated network itself, so that --allreduce, --gpus-per-node and the links mean the
+// same for planning as for timing.
 func simFactory(f *simulateFlags, name string, net sim.Net, selection sim.SelectionModel) (sim.Factory, error) {
 	build, ok := pipelines[name]
 	if !ok {
@@ -240,10 +247,10 @@ func simFactory(f *simulateFlags, name string, net sim.Net, selection sim.Select
 	cfg := trainer.Defaults()
 	cfg.Pipeline, cfg.Density, cfg.FusionMB = name, f.density, f.fusionMB
 	cfg.Selector, cfg.SelectThreshold = f.selector, f.selectThreshold
-	cfg.CostAlpha, cfg.CostBeta = net.Model.Inter.Alpha, net.Model.Inter.Beta
 	cfg.SelectNS = selection.Time(f.selector, 1<<20).Seconds() * 1e9 / (1 << 20)
+	plan := net.Model
 	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return build(&cfg, comm, tensors)
+		return build(&cfg, &plan, comm, tensors)
 	}, nil
 }
 
@@ -308,8 +315,8 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 	return v.Validate(cells)
 }
 
-// newValidator is the simulator's validation, building the runs' pipelines as train does;
-// its Train is the caller's to set.
+// newValidator is the simulator's validation, building the runs' pipelines as train does,
+// planners included; its Train is the caller's to set.
 func newValidator(selection sim.SelectionModel, tolerance float64) *sim.Validator {
 	return &sim.Validator{Selection: selection, Tolerance: tolerance,
 		Build: func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
@@ -317,7 +324,11 @@ func newValidator(selection sim.SelectionModel, tolerance float64) *sim.Validato
 			if !ok {
 				return nil, fmt.Errorf("unknown pipeline %q", cfg.Pipeline)
 			}
-			return build(cfg, comm, tensors)
+			net, err := planningNetwork(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return build(cfg, net, comm, tensors)
 		},
 	}
 }
