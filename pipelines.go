@@ -6,19 +6,22 @@ import (
 	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/ssfusion"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
 // newPipeline builds a pipeline for tensors over comm (never nil: a single process gets a
-// one-rank communicator, so that sparsification and error feedback still apply).
-type newPipeline func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
+// one-rank communicator, so that sparsification and error feedback still apply). net is
+// the network the planners plan with, SSFusion's choice of the tensors to sparsify and
+// SAFusion's sizing of its buffers; nil for none (see planningNetwork).
+type newPipeline func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
 
 // pipelines maps --pipeline names to constructors. A new pipeline registers here; the trainer
 // knows only the pipeline.Pipeline interface.
 var pipelines = map[string]newPipeline{
-	"dense": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+	"dense": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		if cfg.MomentumCorrection {
 			return nil, fmt.Errorf("momentum-correction applies to sparsifying pipelines only; dense keeps momentum in the optimizer")
 		}
@@ -27,20 +30,20 @@ var pipelines = map[string]newPipeline{
 		}
 		return baselines.NewDense(comm, tensors, fusionBytes(cfg))
 	},
-	"pertensor": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+	"pertensor": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewPerTensor(comm, tensors, fusionBytes(cfg), sparseConfig(cfg))
 	},
-	"multitensor": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+	"multitensor": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewMultiTensor(comm, tensors, fusionBytes(cfg), sparseConfig(cfg))
 	},
-	"safusion": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		cost, err := linkCost(cfg)
-		if err != nil {
-			return nil, err
+	"safusion": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		var plan netmodel.Network // the zero network: SAFusion's default
+		if net != nil {
+			plan = *net
 		}
-		return baselines.NewSAFusion(comm, tensors, fusionBytes(cfg), sparseConfig(cfg), cost, 0)
+		return baselines.NewSAFusion(comm, tensors, fusionBytes(cfg), sparseConfig(cfg), plan, 0)
 	},
-	"exdyna": func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+	"exdyna": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewExDyna(comm, tensors, sparseConfig(cfg))
 	},
 	// SSFusion and its ablations. The paper's code calls the variant without offloading or
@@ -52,14 +55,15 @@ var pipelines = map[string]newPipeline{
 }
 
 func ssfusionVariant(offload, interleave bool) newPipeline {
-	return func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+	return func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return ssfusion.New(comm, tensors, fusionBytes(cfg), ssfusion.Config{
-			Config:        sparseConfig(cfg),
-			Threshold:     cfg.SelectThreshold,
-			Cost:          ssfusion.CostModel{Alpha: cfg.CostAlpha, Beta: cfg.CostBeta, SelectPerElement: cfg.SelectNS * 1e-9},
-			Offload:       offload,
-			SelectWorkers: cfg.SelectWorkers,
-			Interleave:    interleave,
+			Config:           sparseConfig(cfg),
+			Threshold:        cfg.SelectThreshold,
+			Network:          net,
+			SelectPerElement: cfg.SelectNS * 1e-9,
+			Offload:          offload,
+			SelectWorkers:    cfg.SelectWorkers,
+			Interleave:       interleave,
 		})
 	}
 }
@@ -74,21 +78,22 @@ func sparseConfig(cfg *trainer.Config) compress.Config {
 	return c
 }
 
-// linkCost is the alpha-beta model SAFusion sizes its buffers with: --cost-alpha and
-// --cost-beta when given, else the emulated link's latency and bandwidth, else (both zero)
-// PAPERS.md's 10 Gbit/s constants.
-func linkCost(cfg *trainer.Config) (baselines.LinkCost, error) {
-	cost := baselines.LinkCost{Alpha: cfg.CostAlpha, Beta: cfg.CostBeta}
-	if cost.Beta > 0 {
-		return cost, nil
+// planningNetwork is the network the planners plan with in train: a flat network of the
+// link the cost flags give when --cost-beta is set, else what our transport makes of the
+// emulated link (--bandwidth, --latency) when there is one, else none (nil): SSFusion then
+// sparsifies by size alone and SAFusion plans for its default network. simulate gives
+// them the simulated network instead.
+func planningNetwork(cfg *trainer.Config) (*netmodel.Network, error) {
+	switch {
+	case cfg.CostBeta > 0:
+		return &netmodel.Network{Inter: netmodel.Link{Alpha: cfg.CostAlpha, Beta: cfg.CostBeta}}, nil
+	case cfg.CostAlpha != 0:
+		return nil, fmt.Errorf("--cost-alpha %g without --cost-beta: the cost flags give a link's two constants together", cfg.CostAlpha)
 	}
-	bandwidth, latency, err := link(*cfg)
-	if err != nil || bandwidth <= 0 {
-		return cost, err
+	c, err := link(cfg)
+	if err != nil || !c.Shaped() {
+		return nil, err
 	}
-	cost.Beta = 8 / bandwidth // bandwidth is in bits per second, beta in seconds per byte
-	if cost.Alpha == 0 {
-		cost.Alpha = latency.Seconds()
-	}
-	return cost, nil
+	net := c.Network()
+	return &net, nil
 }

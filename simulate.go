@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -18,6 +17,7 @@ import (
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/experiments"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/profile"
 	"github.com/ssfusion/ssfusion/sim"
@@ -64,9 +64,10 @@ with an alpha-beta network model. One rank stands for all: the ranks are taken t
 identical, so memory is that of one rank.
 
 At 10 and 56 Gbit/s, unless --latency is given, the network uses the constants found in
-SAFusion's code (PAPERS.md); other bandwidths take beta = 8/bandwidth and alpha =
---latency (default 50µs). --gpus-per-node > 1 makes collectives hierarchical over a faster
-link inside each node.
+SAFusion's code; other bandwidths take beta = 8/bandwidth and alpha = --latency (default
+50µs). --gpus-per-node > 1 makes collectives hierarchical over a faster link inside each
+node. SSFusion and SAFusion plan with the simulated network itself (--allreduce and
+--gpus-per-node included), not with train's --cost-alpha and --cost-beta.
 
 Unless --validate=false, the simulator first checks itself against runs measured on this
 machine (experiments/validation.yaml: every pipeline at 2 and 4 workers over emulated links,
@@ -196,33 +197,38 @@ func loadProfiles(names []string, speed float64) ([]*profile.Profile, error) {
 
 // simNetworks builds one network per --bandwidth.
 func simNetworks(f *simulateFlags) ([]sim.Net, error) {
-	alg, err := dist.ParseAlgorithm(f.allreduce)
+	alg, err := netmodel.ParseAlgorithm(f.allreduce)
 	if err != nil {
 		return nil, fmt.Errorf("--allreduce: %w", err)
 	}
-	var intra dist.Link
+	var intra netmodel.Link
 	if f.perNode > 1 {
-		bps, err := dist.ParseBandwidth(f.intraBandwidth)
-		if err != nil || bps <= 0 {
+		c, err := netmodel.ParseCable(f.intraBandwidth, f.intraLatency.String())
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("--intra-bandwidth, --intra-latency: %w", err)
+		case !c.Shaped():
 			return nil, fmt.Errorf("--intra-bandwidth %q: want a positive rate such as 300Gbit", f.intraBandwidth)
 		}
-		intra = dist.LinkFor(bps, f.intraLatency)
+		intra = c.Link()
 	}
 	var nets []sim.Net
 	for _, b := range f.bandwidths {
-		bps, err := dist.ParseBandwidth(b)
-		if err != nil || bps <= 0 {
+		c, err := netmodel.ParseCable(b, f.latency.String())
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("--bandwidth, --latency: %w", err)
+		case !c.Shaped():
 			return nil, fmt.Errorf("--bandwidth %q: want a positive rate such as 10Gbit", b)
 		}
-		inter, preset := dist.NetworkPreset(bps)
-		if !preset || f.latency > 0 {
-			latency := f.latency
-			if latency == 0 {
-				latency = 50 * time.Microsecond
+		inter, preset := netmodel.NetworkPreset(c.BitsPerSecond)
+		if !preset || c.Latency > 0 {
+			if c.Latency == 0 {
+				c.Latency = 50 * time.Microsecond
 			}
-			inter = dist.LinkFor(bps, latency)
+			inter = c.Link()
 		}
-		n := dist.Network{Inter: inter, Intra: intra, PerNode: f.perNode, AllReduceAlg: alg}
+		n := netmodel.Network{Inter: inter, Intra: intra, PerNode: f.perNode, AllReduceAlg: alg}
 		if err := n.Check(); err != nil {
 			return nil, fmt.Errorf("network at %s: %w", b, err)
 		}
@@ -231,8 +237,9 @@ func simNetworks(f *simulateFlags) ([]sim.Net, error) {
 	return nets, nil
 }
 
-// simFactory builds pipeline name as train would, planning with net's cost where a
-// pipeline plans with one.
+// simFactory builds pipeline name as train would, except that the planners plan with the
+// simulated network itself, so that --allreduce, --gpus-per-node and the links mean the
+// same for planning as for timing.
 func simFactory(f *simulateFlags, name string, net sim.Net, selection sim.SelectionModel) (sim.Factory, error) {
 	build, ok := pipelines[name]
 	if !ok {
@@ -241,10 +248,10 @@ func simFactory(f *simulateFlags, name string, net sim.Net, selection sim.Select
 	cfg := trainer.Defaults()
 	cfg.Pipeline, cfg.Density, cfg.FusionMB = name, f.density, f.fusionMB
 	cfg.Selector, cfg.SelectThreshold = f.selector, f.selectThreshold
-	cfg.CostAlpha, cfg.CostBeta = net.Model.Inter.Alpha, net.Model.Inter.Beta
 	cfg.SelectNS = selection.Time(f.selector, 1<<20).Seconds() * 1e9 / (1 << 20)
+	plan := net.Model
 	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return build(&cfg, comm, tensors)
+		return build(&cfg, &plan, comm, tensors)
 	}, nil
 }
 
@@ -254,7 +261,7 @@ func tryPipeline(f *simulateFlags, name string, net sim.Net, selection sim.Selec
 	if err != nil {
 		return err
 	}
-	comm := dist.NewSimRank(2, net.Model, dist.NewVirtualClock(selection.Time))
+	comm := sim.NewSimRank(2, net.Model, sim.NewVirtualClock(selection.Time))
 	defer comm.Close()
 	p, err := build(comm, []pipeline.Tensor{{ID: 0, Name: "w", Grad: make([]float32, 64)}})
 	if err != nil {
@@ -290,126 +297,41 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 	if err != nil {
 		return nil, fmt.Errorf("experiment %s: %w", f.validation, err)
 	}
-	for i := range cells {
-		cells[i].Config.ProfileOut = filepath.Join(cells[i].Config.Out, "profile.json")
-	}
 	if err := preflight(f.validation, cells); err != nil {
 		return nil, err
 	}
-	show := newCellDisplay(len(cells))
-	show.logf("validation: measuring %d runs of %s (kept in %s for later runs)", len(cells), f.validation, filepath.Join(results, spec.Name))
-	r := experiments.Runner{Train: show.train, Progress: show.progress}
-	_, err = r.Run(cmd.Context(), cells)
-	show.finish()
-	if err != nil {
-		return nil, fmt.Errorf("validation runs: %w", err)
-	}
-	v := &sim.Validation{Tolerance: f.tolerance, Rows: make([]sim.ValidationRow, len(cells))}
-	if err := predictCells(v, cells, selection); err != nil {
-		return nil, err
-	}
-	// A shared machine can stall one run; a model that is wrong misses twice. So cells that
-	// missed are measured once more, from scratch, and predicted again.
-	var again []experiments.Cell
-	var rows []int
-	for i, row := range v.Rows {
-		if math.Abs(row.Error()) > f.tolerance {
-			again, rows = append(again, cells[i]), append(rows, i)
+	v := newValidator(selection, f.tolerance)
+	v.Train = func(cells []experiments.Cell, force bool) error {
+		show := newCellDisplay(len(cells))
+		if force {
+			show.logf("validation: measuring %d runs again, whose predictions missed by more than %.0f%%", len(cells), 100*f.tolerance)
+		} else {
+			show.logf("validation: measuring %d runs of %s (kept in %s for later runs)", len(cells), f.validation, filepath.Join(results, spec.Name))
 		}
+		r := experiments.Runner{Train: show.train, Progress: show.progress, Force: force}
+		_, err := r.Run(cmd.Context(), cells)
+		show.finish()
+		return err
 	}
-	if len(again) == 0 {
-		return v, nil
-	}
-	show.logf("validation: measuring %d runs again, whose predictions missed by more than %.0f%%", len(again), 100*f.tolerance)
-	show = newCellDisplay(len(again))
-	r = experiments.Runner{Train: show.train, Progress: show.progress, Force: true}
-	_, err = r.Run(cmd.Context(), again)
-	show.finish()
-	if err != nil {
-		return nil, fmt.Errorf("validation runs: %w", err)
-	}
-	redo := &sim.Validation{Rows: make([]sim.ValidationRow, len(again))}
-	if err := predictCells(redo, again, selection); err != nil {
-		return nil, err
-	}
-	for j, i := range rows {
-		v.Rows[i] = redo.Rows[j]
-		v.Rows[i].Remeasured = true
-	}
-	return v, nil
+	return v.Validate(cells)
 }
 
-// predictCells fills v's rows and setting with the predictions of cells.
-func predictCells(v *sim.Validation, cells []experiments.Cell, selection sim.SelectionModel) error {
-	for i, c := range cells {
-		row, setting, err := predictCell(c, selection)
-		if err != nil {
-			return fmt.Errorf("validation cell %s: %w", c.Name, err)
-		}
-		v.Rows[i], v.Setting = row, setting
-	}
-	return nil
-}
-
-// predictCell predicts one measured cell of the validation experiment.
-func predictCell(c experiments.Cell, selection sim.SelectionModel) (sim.ValidationRow, string, error) {
-	path := filepath.Join(c.Config.Out, "summary.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return sim.ValidationRow{}, "", err
-	}
-	var sum trainer.Summary
-	if err := json.Unmarshal(data, &sum); err != nil {
-		return sim.ValidationRow{}, "", fmt.Errorf("reading %s: %w", path, err)
-	}
-	return predictRun(&c.Config, &sum, selection)
-}
-
-// predictRun simulates a measured run from the profile it wrote and its configuration, on
-// the network its links were emulated as, with ranks that move real data as the run's did.
-// It returns the comparison and the setting in words.
-func predictRun(cfg *trainer.Config, sum *trainer.Summary, selection sim.SelectionModel) (sim.ValidationRow, string, error) {
-	prof, err := profile.Load(cfg.ProfileOut)
-	if err != nil {
-		return sim.ValidationRow{}, "", err
-	}
-	net, err := emulatedNetwork(cfg)
-	if err != nil {
-		return sim.ValidationRow{}, "", err
-	}
-	build, ok := pipelines[cfg.Pipeline]
-	if !ok {
-		return sim.ValidationRow{}, "", fmt.Errorf("unknown pipeline %q", cfg.Pipeline)
-	}
-	res, err := sim.Simulate(sim.Job{
-		Profile: prof, Workers: cfg.Workers, Network: net, Selection: selection, Real: true, Seed: 1, Density: cfg.Density,
-		Pipeline: func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-			return build(cfg, comm, tensors)
+// newValidator is the simulator's validation, building the runs' pipelines as train does,
+// planners included; its Train is the caller's to set.
+func newValidator(selection sim.SelectionModel, tolerance float64) *sim.Validator {
+	return &sim.Validator{Selection: selection, Tolerance: tolerance,
+		Build: func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+			build, ok := pipelines[cfg.Pipeline]
+			if !ok {
+				return nil, fmt.Errorf("unknown pipeline %q", cfg.Pipeline)
+			}
+			net, err := planningNetwork(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return build(cfg, net, comm, tensors)
 		},
-	})
-	if err != nil {
-		return sim.ValidationRow{}, "", err
 	}
-	setting := fmt.Sprintf("%s on %s, batch %d per worker, %d steps, links emulated at %s; each prediction replays the profile its run measured, on our transport's algorithms over %s.",
-		cfg.Model, cfg.Dataset, cfg.BatchSize, sum.Steps, cfg.Bandwidth, net)
-	return sim.ValidationRow{Pipeline: cfg.Pipeline, Workers: cfg.Workers, MeasuredMS: sum.Throughput.StepMS.Total, PredictedMS: res.IterationMS}, setting, nil
-}
-
-// emulatedNetwork is the cost model of a run's emulated links: beta from the bandwidth,
-// alpha from the latency, and the algorithms and small-message threshold our transport
-// uses on such a link.
-func emulatedNetwork(cfg *trainer.Config) (dist.Network, error) {
-	bps, err := dist.ParseBandwidth(cfg.Bandwidth)
-	if err != nil || bps <= 0 {
-		return dist.Network{}, errors.New("the validation runs need an emulated bandwidth")
-	}
-	var latency time.Duration
-	if cfg.Latency != "" {
-		if latency, err = time.ParseDuration(cfg.Latency); err != nil {
-			return dist.Network{}, fmt.Errorf("latency %q: %w", cfg.Latency, err)
-		}
-	}
-	return dist.Network{Inter: dist.LinkFor(bps, latency), AllReduceAlg: dist.Ours, Small: dist.SmallThreshold(bps)}, nil
 }
 
 // jobBar shows a sweep's progress: a bar on a terminal, a line per job otherwise.

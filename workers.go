@@ -7,11 +7,11 @@ import (
 	"log"
 	"os"
 	"sync"
-	"time"
 
 	"golang.org/x/term"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/trainer"
 )
@@ -25,8 +25,12 @@ func train(ctx context.Context, cfg trainer.Config) error {
 	default:
 		return fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", cfg.Backend)
 	}
-	if _, _, err := link(cfg); err != nil {
-		return err // before any worker starts, rather than once in each
+	// Before any worker starts, rather than once in each.
+	if _, err := link(&cfg); err != nil {
+		return err
+	}
+	if _, err := planningNetwork(&cfg); err != nil {
+		return err
 	}
 	if cfg.Backend == "mpi" {
 		return runMPIWorker(ctx, cfg)
@@ -52,10 +56,14 @@ func options(cfg trainer.Config, comm dist.Communicator, logs bool) trainer.Opti
 	opts := trainer.Options{
 		Comm: comm,
 		NewPipeline: func(cfg *trainer.Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-			if comm == nil {
-				return buildAlone(build, cfg, tensors)
+			net, err := planningNetwork(cfg)
+			if err != nil {
+				return nil, err
 			}
-			return build(cfg, comm, tensors)
+			if comm == nil {
+				return buildAlone(build, cfg, net, tensors)
+			}
+			return build(cfg, net, comm, tensors)
 		},
 	}
 	if logs {
@@ -69,9 +77,9 @@ func options(cfg trainer.Config, comm dist.Communicator, logs bool) trainer.Opti
 
 // buildAlone builds the pipeline of a single process on a one-rank communicator, which the
 // pipeline's Close then closes.
-func buildAlone(build newPipeline, cfg *trainer.Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+func buildAlone(build newPipeline, cfg *trainer.Config, net *netmodel.Network, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 	comm := dist.NewInProc(1)[0]
-	p, err := build(cfg, comm, tensors)
+	p, err := build(cfg, net, comm, tensors)
 	if err != nil {
 		comm.Close()
 		return nil, err
@@ -106,17 +114,13 @@ func (c closeBoth) Restore(st pipeline.State) error {
 	return nil
 }
 
-// link turns the link-emulation and failure flags into communicator options.
-func link(cfg trainer.Config) (bandwidth float64, latency time.Duration, err error) {
-	if bandwidth, err = dist.ParseBandwidth(cfg.Bandwidth); err != nil {
-		return 0, 0, fmt.Errorf("--bandwidth: %w", err)
+// link reads the emulated link, --bandwidth and --latency; unshaped when they are empty.
+func link(cfg *trainer.Config) (netmodel.Cable, error) {
+	c, err := netmodel.ParseCable(cfg.Bandwidth, cfg.Latency)
+	if err != nil {
+		return netmodel.Cable{}, fmt.Errorf("emulated link (--bandwidth %q, --latency %q): %w", cfg.Bandwidth, cfg.Latency, err)
 	}
-	if cfg.Latency != "" {
-		if latency, err = time.ParseDuration(cfg.Latency); err != nil || latency < 0 {
-			return 0, 0, fmt.Errorf("--latency %q: want a duration such as 100us or 2ms", cfg.Latency)
-		}
-	}
-	return bandwidth, latency, nil
+	return c, nil
 }
 
 // runWorker is one rank of a TCP job: the launcher or a user on each machine started it with
@@ -125,11 +129,11 @@ func runWorker(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) erro
 	if cfg.Backend == "inproc" {
 		return errors.New("--backend inproc runs all ranks in one process: use it with --workers, not as a worker")
 	}
-	bandwidth, latency, err := link(cfg)
+	c, err := link(&cfg)
 	if err != nil {
 		return err
 	}
-	env.BindAddr, env.Timeout, env.Bandwidth, env.Latency = cfg.BindAddr, cfg.Timeout, bandwidth, latency
+	env.BindAddr, env.Timeout, env.Bandwidth, env.Latency = cfg.BindAddr, cfg.Timeout, c.BitsPerSecond, c.Latency
 	comm, err := dist.DialTCP(ctx, env)
 	if err != nil {
 		return fmt.Errorf("rank %d joining the job: %w", env.Rank, err)
@@ -162,13 +166,13 @@ func trainAs(ctx context.Context, cfg trainer.Config, comm dist.Communicator) er
 
 // runInProc runs cfg.Workers ranks as goroutines of this process, over in-memory links.
 func runInProc(ctx context.Context, cfg trainer.Config) error {
-	bandwidth, latency, err := link(cfg)
+	c, err := link(&cfg)
 	if err != nil {
 		return err
 	}
-	opts := []dist.Option{dist.WithTimeout(cfg.Timeout), dist.WithLatency(latency)}
-	if bandwidth > 0 {
-		opts = append(opts, dist.WithBandwidth(bandwidth))
+	opts := []dist.Option{dist.WithTimeout(cfg.Timeout), dist.WithLatency(c.Latency)}
+	if c.Shaped() {
+		opts = append(opts, dist.WithBandwidth(c.BitsPerSecond))
 	}
 	comms := dist.NewInProc(cfg.Workers, opts...)
 	errs := make([]error, len(comms))

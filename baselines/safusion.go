@@ -10,31 +10,21 @@ import (
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/fusion"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
-// LinkCost is the alpha-beta model of the network that SAFusion sizes its fusion buffers
-// for (PAPERS.md, "Cost model"): an allgather of m bytes per worker on P workers takes
-// (P-1)*Alpha + (P-1)*m*Beta seconds. It lives here rather than reusing ssfusion.CostModel
-// because the ssfusion package's tests import baselines.
-type LinkCost struct {
-	Alpha float64 // start-up time per message and hop, seconds
-	Beta  float64 // transfer time per byte, seconds
-}
+// DefaultSAFusionWarmup is NewSAFusion's number of warm-up steps, with ordinary buffers,
+// timing backward.
+const DefaultSAFusionWarmup = 5
 
-// The defaults of NewSAFusion. A zero LinkCost stands for the 10 Gbit/s constants found in
-// SAFusion's code (PAPERS.md). We take them over the 3.78 ms start-up per message its
-// buffer-sizing code uses because they fit the alpha-beta formula the planner is written
-// in, and they agree with it: at P = 8, (P-1)*alpha = 3.64 ms.
-const (
-	DefaultLinkAlpha      = 5.2e-4  // seconds
-	DefaultLinkBeta       = 8.6e-10 // seconds per byte
-	DefaultSAFusionWarmup = 5       // steps with ordinary buffers, timing backward
-)
-
-// allGather is the modelled time of an allgather of bytes per worker on world workers.
-func (c LinkCost) allGather(bytes float64, world int) float64 {
-	return float64(world-1) * (c.Alpha + bytes*c.Beta)
+// defaultSAFusionNetwork is the network NewSAFusion plans for when given none: flat, over
+// the 10 Gbit/s links found in SAFusion's code. We take their start-up over the 3.78 ms per
+// message its buffer-sizing code uses because they fit the alpha-beta formula the planner
+// is written in, and they agree with it: at P = 8, (P-1)*alpha = 3.64 ms.
+func defaultSAFusionNetwork() netmodel.Network {
+	link, _ := netmodel.NetworkPreset(10e9)
+	return netmodel.Network{Inter: link}
 }
 
 // NewSAFusion returns SAFusion (HPDC 2025), "sparsification ahead of fusion":
@@ -55,10 +45,11 @@ func (c LinkCost) allGather(bytes float64, world int) float64 {
 //     averages are broadcast and every rank plans the same new buffers from them with the
 //     cost model (see planBuffers); later steps use those.
 //
-// cost is the network's alpha-beta model; the zero LinkCost means DefaultLinkAlpha and
-// DefaultLinkBeta. warmupSteps 0 means DefaultSAFusionWarmup; otherwise it must be at
-// least 2, since the first step of a fresh pipeline replays its gradients at the end of
-// backward and cannot be timed.
+// net is the network the buffers are planned for; its zero value means a flat one over
+// 10 Gbit/s links with the constants found in SAFusion's code (netmodel.NetworkPreset).
+// warmupSteps 0 means DefaultSAFusionWarmup; otherwise it must be at least 2, since the
+// first step of a fresh pipeline replays its gradients at the end of backward and cannot
+// be timed.
 //
 // Since each tensor is selected on its own and every buffer is scatter-averaged tensor by
 // tensor in rank order, the aggregated gradients do not depend on the buffers: they are
@@ -68,8 +59,8 @@ func (c LinkCost) allGather(bytes float64, world int) float64 {
 // Metrics: selection time, density and missing tensors as per-tensor sparsification
 // reports them. Padding counts as sent bytes but not as selected elements, so density is
 // what the selector picked and a tensor padded from nothing counts as missing.
-func NewSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, cost LinkCost, warmupSteps int) (pipeline.Pipeline, error) {
-	f, _, err := newSAFusion(comm, tensors, thresholdBytes, cfg, cost, warmupSteps)
+func NewSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, net netmodel.Network, warmupSteps int) (pipeline.Pipeline, error) {
+	f, _, err := newSAFusion(comm, tensors, thresholdBytes, cfg, net, warmupSteps)
 	if err != nil {
 		return nil, err
 	}
@@ -77,23 +68,18 @@ func NewSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdByt
 }
 
 // newSAFusion is NewSAFusion that also returns the stage, for tests to watch.
-func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, cost LinkCost, warmupSteps int) (*fusion.Fusion, *saFusion, error) {
+func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, net netmodel.Network, warmupSteps int) (*fusion.Fusion, *saFusion, error) {
 	if comm == nil {
 		return nil, nil, errors.New("SAFusion: no communicator")
 	}
 	if err := cfg.Check(); err != nil {
 		return nil, nil, fmt.Errorf("SAFusion: %w", err)
 	}
-	for _, v := range []float64{cost.Alpha, cost.Beta} {
-		if !(v >= 0) || math.IsInf(v, 0) {
-			return nil, nil, fmt.Errorf("SAFusion: link cost must be finite and non-negative, got alpha %g s, beta %g s/B", cost.Alpha, cost.Beta)
-		}
+	if net == (netmodel.Network{}) {
+		net = defaultSAFusionNetwork()
 	}
-	switch {
-	case cost.Beta == 0 && cost.Alpha != 0:
-		return nil, nil, fmt.Errorf("SAFusion: link cost alpha %g s given without beta", cost.Alpha)
-	case cost.Beta == 0:
-		cost = LinkCost{Alpha: DefaultLinkAlpha, Beta: DefaultLinkBeta}
+	if err := net.Check(); err != nil {
+		return nil, nil, fmt.Errorf("SAFusion: %w", err)
 	}
 	switch {
 	case warmupSteps == 0:
@@ -106,7 +92,7 @@ func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdByt
 		return nil, nil, fmt.Errorf("SAFusion: %w", err)
 	}
 	s := &saFusion{
-		comm: comm, tensors: tensors, cfg: cfg, cost: cost, warmup: warmupSteps, sel: sel,
+		comm: comm, tensors: tensors, cfg: cfg, net: net, warmup: warmupSteps, sel: sel,
 		backward: make([]time.Duration, len(tensors)), selection: make([]time.Duration, len(tensors)),
 		stepBackward: make([]time.Duration, len(tensors)), stepSelection: make([]time.Duration, len(tensors)),
 	}
@@ -122,7 +108,7 @@ type saFusion struct {
 	comm    dist.Communicator
 	tensors []pipeline.Tensor
 	cfg     compress.Config
-	cost    LinkCost
+	net     netmodel.Network
 	warmup  int
 
 	e       fusion.Engine
@@ -292,7 +278,7 @@ func (p *saFusion) replan() error {
 		k := compress.KFor(len(p.tensors[id].Grad), p.cfg.Density)
 		timings[i] = tensorTiming{Bytes: float64(compress.SparseHeaderBytes + compress.SparsePairBytes*k), Backward: b, Select: s}
 	}
-	counts := planBuffers(timings, p.cost, p.comm.Size())
+	counts := planBuffers(timings, p.net, p.comm.Size())
 	if p.onReplan != nil {
 		p.onReplan(timings, counts)
 	}
@@ -354,12 +340,13 @@ type tensorTiming struct {
 // given in backprop order, into fusion buffers and returns how many consecutive tensors
 // each buffer holds.
 //
-// The model (ours; PAPERS.md, SAFusion 2, and the three steps of SAFusion's
-// optimal_gradient_merging, rewritten on the alpha-beta model): tensor i's pairs are ready
-// at r_i, the sum of Backward and Select over tensors 0..i, except the first tensor's
-// Backward, which the pipeline cannot see (time runs from its gradient); backward, with
-// selection, ends at R = r_{L-1}. A buffer's communication takes c = cost.allGather(sum of
-// its tensors' Bytes, world). "Production time" of some tensors is the sum of their
+// The model (ours, after SAFusion's adaptive buffer sizing and the three steps of
+// SAFusion's optimal_gradient_merging, rewritten on the alpha-beta model): tensor i's pairs
+// are ready at r_i, the sum of Backward and Select over tensors 0..i, except the first
+// tensor's Backward, which the pipeline cannot see (time runs from its gradient); backward,
+// with selection, ends at R = r_{L-1}. A buffer's communication takes c =
+// net.AllGather(world, sum of its tensors' Bytes), on a flat network
+// (P-1)*alpha + (P-1)*m*beta. "Production time" of some tensors is the sum of their
 // Backward + Select: how long the following tensors take to become ready.
 //
 //  1. Grow: walk the tensors; a buffer closes after tensor i once its communication would
@@ -382,7 +369,7 @@ type tensorTiming struct {
 // Comparisons are inclusive ("hidden" allows equality). With world 1 every communication
 // costs 0. The result does not depend on anything but its arguments, so every rank that
 // plans from the same timings plans the same buffers.
-func planBuffers(ts []tensorTiming, cost LinkCost, world int) []int {
+func planBuffers(ts []tensorTiming, net netmodel.Network, world int) []int {
 	L := len(ts)
 	if L == 0 {
 		return nil
@@ -400,7 +387,9 @@ func planBuffers(ts []tensorTiming, cost LinkCost, world int) []int {
 	}
 	end := ready[L-1]
 	// comm is the communication time of a buffer of tensors [lo, hi).
-	comm := func(lo, hi int) float64 { return cost.allGather(prefixBytes[hi]-prefixBytes[lo], world) }
+	comm := func(lo, hi int) float64 {
+		return net.AllGather(world, int(prefixBytes[hi]-prefixBytes[lo])).Seconds()
+	}
 	// production is the production time of tensors [lo, hi), lo >= 1.
 	production := func(lo, hi int) float64 { return ready[hi-1] - ready[lo-1] }
 

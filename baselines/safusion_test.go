@@ -10,13 +10,14 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
 
 // safusionFactory builds SAFusion pipelines; watch, when set, sees each rank's stage before
 // the pipeline runs.
-func safusionFactory(thresholdBytes int, cfg compress.Config, cost LinkCost, warmup int, watch func(rank int, s *saFusion)) pipelinetest.Factory {
+func safusionFactory(thresholdBytes int, cfg compress.Config, cost netmodel.Network, warmup int, watch func(rank int, s *saFusion)) pipelinetest.Factory {
 	var mu sync.Mutex
 	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		f, s, err := newSAFusion(comm, tensors, thresholdBytes, cfg, cost, warmup)
@@ -32,18 +33,23 @@ func safusionFactory(thresholdBytes int, cfg compress.Config, cost LinkCost, war
 	}
 }
 
+// flatLink is a flat network of links of the given alpha and beta.
+func flatLink(alpha, beta float64) netmodel.Network {
+	return netmodel.Network{Inter: netmodel.Link{Alpha: alpha, Beta: beta}}
+}
+
 // Costs that make the plan predictable whatever the measured times: a start-up of an hour
 // hides under nothing (one buffer), a near-free network under everything (one buffer per
 // tensor, since every tensor takes some time to produce).
 var (
-	slowLink = LinkCost{Alpha: 3600, Beta: 1e-9}
-	freeLink = LinkCost{Beta: 1e-300}
+	slowLink = flatLink(3600, 1e-9)
+	freeLink = flatLink(0, 1e-300)
 )
 
 func TestPlanBuffers(t *testing.T) {
 	// With alpha 1 s, beta 1/128 s/B and 2 workers a buffer of m bytes takes 1 + m/128
 	// seconds: one 128-byte tensor 2 s, two 3 s, three 4 s.
-	unit := LinkCost{Alpha: 1, Beta: 1.0 / 128}
+	unit := flatLink(1, 1.0/128)
 	timings := func(bytes, backward, sel []float64) []tensorTiming {
 		ts := make([]tensorTiming, len(backward))
 		for i := range ts {
@@ -60,7 +66,7 @@ func TestPlanBuffers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		ts    []tensorTiming
-		cost  LinkCost
+		cost  netmodel.Network
 		world int
 		want  []int
 	}{
@@ -96,7 +102,7 @@ func TestPlanBuffers(t *testing.T) {
 		},
 		{
 			"start-up too large to hide anything",
-			timings(nil, []float64{0, 1, 3, 3, 3, 3}, nil), LinkCost{Alpha: 1e6, Beta: 1}, 2, []int{6},
+			timings(nil, []float64{0, 1, 3, 3, 3, 3}, nil), flatLink(1e6, 1), 2, []int{6},
 		},
 		{
 			// Ready at 1, 2.5, 4, 14: with 1 s of selection each, tensors 1 and 2 take
@@ -143,7 +149,7 @@ func TestSAFusionAtDensityOneIsDense(t *testing.T) {
 	sizes := []int{300, 7, 1, 0, 2000, 64}
 	grads := pipelinetest.Normal(sizes, nil)
 	for _, threshold := range []int{4 * 100, 1 << 20} {
-		for _, cost := range []LinkCost{{}, freeLink} {
+		for _, cost := range []netmodel.Network{{}, freeLink} {
 			res, err := pipelinetest.Run(3, sizes, nil, 4, grads, safusionFactory(threshold, compress.Config{Density: 1, Selector: "topk"}, cost, 2, nil))
 			if err != nil {
 				t.Fatal(err)
@@ -179,7 +185,7 @@ func TestSAFusionMatchesPerTensor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, cost := range []LinkCost{{}, slowLink, freeLink} {
+		for _, cost := range []netmodel.Network{{}, slowLink, freeLink} {
 			got, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(threshold, cfg, cost, warmup, nil))
 			if err != nil {
 				t.Fatal(err)
@@ -207,7 +213,7 @@ func bitsEqual(a, b []float32) bool {
 func TestSAFusionRanksAgree(t *testing.T) {
 	sizes := []int{1000, 10, 3000, 33, 1}
 	grads := pipelinetest.Normal(sizes, nil)
-	res, err := pipelinetest.Run(4, sizes, nil, 5, grads, safusionFactory(4*1500, compress.Config{Density: 0.05, Selector: "topk"}, LinkCost{}, 2, nil))
+	res, err := pipelinetest.Run(4, sizes, nil, 5, grads, safusionFactory(4*1500, compress.Config{Density: 0.05, Selector: "topk"}, netmodel.Network{}, 2, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +316,7 @@ func TestSAFusionAlignsShortSelections(t *testing.T) {
 		stages[rank] = s
 	}
 	cfg := compress.Config{Density: density, Selector: "topk"}
-	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(4*400, cfg, LinkCost{}, 2, watch))
+	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(4*400, cfg, netmodel.Network{}, 2, watch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +405,7 @@ func TestSAFusionSampledAligned(t *testing.T) {
 	cfg := compress.Config{Density: 0.02, Selector: "sampled", Seed: 7}
 	const world, steps = 2, 4
 	var log gatherLog
-	got, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(1<<20, cfg, LinkCost{}, 2, func(rank int, s *saFusion) { s.onGather = log.hook(rank) }))
+	got, err := pipelinetest.Run(world, sizes, nil, steps, grads, safusionFactory(1<<20, cfg, netmodel.Network{}, 2, func(rank int, s *saFusion) { s.onGather = log.hook(rank) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +427,7 @@ func TestSAFusionRejectsMisalignedChunk(t *testing.T) {
 	watch := func(rank int, s *saFusion) {
 		s.sel = &shortSelector{rank: rank, tensors: len(sizes), extra: true, extraRank: 1, extraAtCall: 3}
 	}
-	_, err := pipelinetest.Run(3, sizes, nil, 3, grads, safusionFactory(1<<20, compress.Config{Density: 0.1, Selector: "topk"}, LinkCost{}, 2, watch))
+	_, err := pipelinetest.Run(3, sizes, nil, 3, grads, safusionFactory(1<<20, compress.Config{Density: 0.1, Selector: "topk"}, netmodel.Network{}, 2, watch))
 	if err == nil || !strings.Contains(err.Error(), "rank 1 sent") {
 		t.Fatalf("error %v, want one naming rank 1's message", err)
 	}
@@ -438,12 +444,12 @@ func TestSAFusionReplansAfterWarmup(t *testing.T) {
 	const initial = 3
 	for _, tc := range []struct {
 		name string
-		cost LinkCost
+		cost netmodel.Network
 		want int // buffers after the warm-up; 0: whatever the planner says
 	}{
 		{"slow link", slowLink, 1},
 		{"free link", freeLink, len(sizes)},
-		{"default link", LinkCost{}, 0},
+		{"default link", netmodel.Network{}, 0},
 	} {
 		var log gatherLog
 		var mu sync.Mutex
@@ -475,7 +481,7 @@ func TestSAFusionReplansAfterWarmup(t *testing.T) {
 			if !slices.Equal(p.timings, plans[0][0].timings) {
 				t.Errorf("%s: rank %d planned from timings %v, rank 0 from %v", tc.name, r, p.timings, plans[0][0].timings)
 			}
-			if want := planBuffers(p.timings, stages[r].cost, world); !slices.Equal(p.counts, want) {
+			if want := planBuffers(p.timings, stages[r].net, world); !slices.Equal(p.counts, want) {
 				t.Errorf("%s: rank %d planned %v, planBuffers says %v", tc.name, r, p.counts, want)
 			}
 			if p.timings[0].Backward != 0 {
@@ -524,7 +530,7 @@ func TestSAFusionTimesBackward(t *testing.T) {
 	const d = 5 * time.Millisecond
 	var mu sync.Mutex
 	got := map[int][]tensorTiming{}
-	inner := safusionFactory(1<<20, compress.Config{Density: 0.1, Selector: "topk"}, LinkCost{}, 2, func(rank int, s *saFusion) {
+	inner := safusionFactory(1<<20, compress.Config{Density: 0.1, Selector: "topk"}, netmodel.Network{}, 2, func(rank int, s *saFusion) {
 		s.onReplan = func(ts []tensorTiming, _ []int) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -591,19 +597,19 @@ func TestSAFusionArgumentErrors(t *testing.T) {
 		comm      dist.Communicator
 		threshold int
 		cfg       compress.Config
-		cost      LinkCost
+		cost      netmodel.Network
 		warmup    int
 	}{
-		{"no communicator", nil, 1024, good, LinkCost{}, 0},
-		{"zero threshold", comm, 0, good, LinkCost{}, 0},
-		{"zero density", comm, 1024, compress.Config{Selector: "topk"}, LinkCost{}, 0},
-		{"unknown selector", comm, 1024, compress.Config{Density: 0.1, Selector: "nope"}, LinkCost{}, 0},
-		{"negative alpha", comm, 1024, good, LinkCost{Alpha: -1, Beta: 1e-9}, 0},
-		{"NaN beta", comm, 1024, good, LinkCost{Beta: math.NaN()}, 0},
-		{"infinite alpha", comm, 1024, good, LinkCost{Alpha: math.Inf(1), Beta: 1e-9}, 0},
-		{"alpha without beta", comm, 1024, good, LinkCost{Alpha: 1e-3}, 0},
-		{"one warm-up step", comm, 1024, good, LinkCost{}, 1},
-		{"negative warm-up", comm, 1024, good, LinkCost{}, -3},
+		{"no communicator", nil, 1024, good, netmodel.Network{}, 0},
+		{"zero threshold", comm, 0, good, netmodel.Network{}, 0},
+		{"zero density", comm, 1024, compress.Config{Selector: "topk"}, netmodel.Network{}, 0},
+		{"unknown selector", comm, 1024, compress.Config{Density: 0.1, Selector: "nope"}, netmodel.Network{}, 0},
+		{"negative alpha", comm, 1024, good, flatLink(-1, 1e-9), 0},
+		{"NaN beta", comm, 1024, good, flatLink(0, math.NaN()), 0},
+		{"infinite alpha", comm, 1024, good, flatLink(math.Inf(1), 1e-9), 0},
+		{"alpha without beta", comm, 1024, good, flatLink(1e-3, 0), 0},
+		{"one warm-up step", comm, 1024, good, netmodel.Network{}, 1},
+		{"negative warm-up", comm, 1024, good, netmodel.Network{}, -3},
 	} {
 		p, err := NewSAFusion(tc.comm, tensors, tc.threshold, tc.cfg, tc.cost, tc.warmup)
 		if err == nil {
@@ -613,12 +619,12 @@ func TestSAFusionArgumentErrors(t *testing.T) {
 			t.Errorf("%s: error %v with a non-nil pipeline", tc.name, err)
 		}
 	}
-	_, s, err := newSAFusion(comm, tensors, 1024, good, LinkCost{}, 0)
+	_, s, err := newSAFusion(comm, tensors, 1024, good, netmodel.Network{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.warmup != DefaultSAFusionWarmup || s.cost != (LinkCost{Alpha: DefaultLinkAlpha, Beta: DefaultLinkBeta}) {
-		t.Errorf("defaults: warm-up %d, cost %+v", s.warmup, s.cost)
+	if s.warmup != DefaultSAFusionWarmup || s.net != flatLink(5.2e-4, 8.6e-10) {
+		t.Errorf("defaults: warm-up %d, network %+v", s.warmup, s.net)
 	}
 }
 

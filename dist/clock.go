@@ -3,8 +3,8 @@ package dist
 import "time"
 
 // Clock is the time a pipeline measures itself by. Real runs read the wall clock; a
-// simulated communicator (see NewSim) runs the same code on virtual time, in which work
-// and collectives take the time a model predicts, and exposes its clock through Clocked.
+// communicator with a clock of its own (a simulated one, whose work and collectives take
+// the time a model predicts) exposes it through Clocked, and the same code runs on it.
 //
 // Code that hands work from one goroutine to another (a queue of jobs, a collective's
 // readiness) carries the time along with Now and Join, so that virtual time follows the

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
 )
@@ -128,45 +127,5 @@ func TestControllerFail(t *testing.T) {
 	failing.Ready(0)
 	if err := failing.Wait(); !errors.Is(err, boom) {
 		t.Fatalf("Wait returned %v, want the collective's error", err)
-	}
-}
-
-// TestControllerCarriesVirtualTime: on a virtual clock a collective is issued no earlier
-// than the latest stamp of its parts, and whoever waits for the step joins the time the
-// controller's goroutine reached.
-func TestControllerCarriesVirtualTime(t *testing.T) {
-	clock := dist.NewVirtualClock(nil)
-	var issuedAt []time.Duration
-	c := NewController(clock, 2, true, func(i int) Completion {
-		issuedAt = append(issuedAt, clock.Elapsed())
-		end := clock.Now().Add(time.Millisecond) // the collective takes 1 ms
-		var once sync.Once
-		return func() error {
-			// Only the first wait joins, on the controller's goroutine: a completion that
-			// caches its outcome (ExDyna's) leaves the waiter to join the controller.
-			once.Do(func() { clock.Join(end) })
-			return nil
-		}
-	})
-	clock.Advance(2 * time.Millisecond) // the step begins at 2 ms
-	c.Begin()
-	done := make(chan struct{})
-	go func() { // a part prepared elsewhere, late
-		defer close(done)
-		clock.Advance(7 * time.Millisecond)
-		c.Stamp(0, clock.Now())
-		c.Ready(0)
-	}()
-	<-done
-	c.Stamp(1, clock.Now()) // ready at 2 ms, but issued after collective 0
-	c.Ready(1)
-	if err := c.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if len(issuedAt) != 2 || issuedAt[0] != 7*time.Millisecond || issuedAt[1] != 8*time.Millisecond {
-		t.Errorf("issued at %v, want [7ms 8ms]", issuedAt)
-	}
-	if got := clock.Elapsed(); got != 9*time.Millisecond {
-		t.Errorf("the waiter is at %v after the step, want 9ms", got)
 	}
 }

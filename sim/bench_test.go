@@ -3,7 +3,7 @@ package sim
 import (
 	"testing"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/profile"
 )
 
@@ -15,10 +15,10 @@ func BenchmarkResNet50At256(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	link, _ := dist.NetworkPreset(10e9)
+	link, _ := netmodel.NetworkPreset(10e9)
 	sweep := &Sweep{
 		Profiles: []*profile.Profile{prof}, Pipelines: []string{"dense", "pertensor", "multitensor", "ssfusion", "safusion", "exdyna"},
-		Workers: []int{256}, Networks: []Net{{Name: "10Gbit", Model: dist.Network{Inter: link}}},
+		Workers: []int{256}, Networks: []Net{{Name: "10Gbit", Model: netmodel.Network{Inter: link}}},
 		Selection: DefaultSelectionModel(), Density: 0.01, Seed: 1,
 		Factory: func(name string, _ Net) (Factory, error) { return factories[name], nil },
 	}

@@ -20,7 +20,7 @@ type Factory func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.P
 type Job struct {
 	Profile   *profile.Profile
 	Workers   int
-	Network   dist.CostModel
+	Network   CostModel
 	Selection SelectionModel
 	Pipeline  Factory
 	// Steps is how many steps run; the figures average the steps after Warmup, which
@@ -55,7 +55,7 @@ type Result struct {
 	SelectionTotalMS float64 `json:"selection_total_ms"`
 	// ExposedCommMS is the rest of the step: waiting for collectives that backward did not
 	// hide, and for selection that ran off the backward goroutine yet delays the step
-	// (ExDyna's, on the controller; the tail of SSFusion's offloaded selection).
+	// (ExDyna's, in Wait; the tail of SSFusion's offloaded selection).
 	ExposedCommMS  float64   `json:"exposed_comm_ms"`
 	CommMS         float64   `json:"comm_ms"`        // the collectives' durations, summed
 	BytesPerStep   float64   `json:"bytes_per_step"` // bytes one rank sends per step
@@ -78,12 +78,12 @@ func simulate(job Job, keep bool) (Result, [][][]float32, error) {
 		return Result{}, nil, err
 	}
 	steps, warmup := job.steps()
-	clock := dist.NewVirtualClock(job.Selection.Time)
+	clock := NewVirtualClock(job.Selection.Time)
 	var comms []dist.Communicator
 	if job.Real {
-		comms = dist.NewSim(job.Workers, job.Network, clock)
+		comms = NewSim(job.Workers, job.Network, clock)
 	} else {
-		comms = []dist.Communicator{dist.NewSimRank(job.Workers, job.Network, clock)}
+		comms = []dist.Communicator{NewSimRank(job.Workers, job.Network, clock)}
 	}
 	grads := make([]*Gradients, len(comms))
 	grads[0] = job.Gradients
@@ -164,7 +164,7 @@ type stepRecord struct {
 // rankRun is one rank of a job: its pipeline and the gradients it pushes.
 type rankRun struct {
 	job     *Job
-	clock   *dist.VirtualClock
+	clock   *VirtualClock
 	comm    dist.Communicator
 	grads   *Gradients
 	tensors []pipeline.Tensor
@@ -184,9 +184,9 @@ func (rk *rankRun) run(steps int) ([]stepRecord, error) {
 		return nil, fmt.Errorf("sim: building the pipeline: %w", err)
 	}
 	defer pipe.Close()
-	if m, ok := pipe.(interface{ MirrorMessage([]byte, int) []byte }); ok {
-		if mc, ok := rk.comm.(dist.Mirroring); ok {
-			mc.SetMirror(m.MirrorMessage)
+	if m, ok := pipe.(Mirrorer); ok && !rk.job.Real {
+		if lone, ok := rk.comm.(*simComm); ok {
+			lone.setMirror(m.MirrorMessage)
 		}
 	}
 	records := make([]stepRecord, 0, steps)

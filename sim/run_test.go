@@ -10,6 +10,7 @@ import (
 	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/profile"
 	"github.com/ssfusion/ssfusion/ssfusion"
@@ -58,7 +59,7 @@ var factories = map[string]Factory{
 		return ssfusion.New(c, t, 16<<10, ssfusion.Config{Config: sparse, Threshold: 1000, Offload: true, SelectWorkers: 2, Interleave: true})
 	},
 	"safusion": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return baselines.NewSAFusion(c, t, 16<<10, sparse, baselines.LinkCost{Alpha: 1e-4, Beta: 1e-9}, 0)
+		return baselines.NewSAFusion(c, t, 16<<10, sparse, netmodel.Network{Inter: netmodel.Link{Alpha: 1e-4, Beta: 1e-9}}, 0)
 	},
 	"exdyna": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewExDyna(c, t, sparse)
@@ -141,7 +142,7 @@ func TestSameGradientsAsInProcess(t *testing.T) {
 func inProcess(t *testing.T, job Job) [][][]float32 {
 	t.Helper()
 	comms := dist.NewInProc(job.Workers)
-	clock := dist.NewVirtualClock(job.Selection.Time) // only paces the replay; the pipeline runs on the wall clock
+	clock := NewVirtualClock(job.Selection.Time) // only paces the replay; the pipeline runs on the wall clock
 	out := make([][][]float32, job.Workers)
 	errs := make([]error, job.Workers)
 	var wg sync.WaitGroup

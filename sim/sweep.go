@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/profile"
 )
 
 // Net is a network a sweep runs on, under the name its results carry ("10Gbit").
 type Net struct {
 	Name  string
-	Model dist.Network
+	Model netmodel.Network
 }
 
 // Sweep simulates every pipeline at every scale on every network, for every profile.

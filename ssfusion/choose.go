@@ -1,58 +1,51 @@
 package ssfusion
 
-import "github.com/ssfusion/ssfusion/compress"
+import (
+	"time"
 
-// CostModel is the alpha-beta model of PAPERS.md ("Cost model"): a collective costs a
-// start-up time per message (Alpha, seconds) plus a time per byte (Beta, seconds/byte), and
-// selection costs SelectPerElement seconds per element. A zero Beta means no cost model.
-type CostModel struct {
-	Alpha, Beta      float64
-	SelectPerElement float64
-}
-
-// allReduce is the time of a ring allreduce of bytes on p ranks.
-func (m CostModel) allReduce(bytes float64, p int) float64 {
-	return 2*float64(p-1)*m.Alpha + 2*float64(p-1)/float64(p)*bytes*m.Beta
-}
-
-// allGather is the time of a ring allgather of bytes per rank on p ranks.
-func (m CostModel) allGather(bytes float64, p int) float64 {
-	return float64(p-1)*m.Alpha + float64(p-1)*bytes*m.Beta
-}
+	"github.com/ssfusion/ssfusion/compress"
+	"github.com/ssfusion/ssfusion/netmodel"
+)
 
 // Choose decides which tensors of one fusion buffer are sparsified (the rest stay dense).
-// sizes are the tensors' element counts.
+// sizes are the tensors' element counts; net is the network the world ranks communicate
+// over, and selection costs selectPerElement seconds per element.
 //
-// The rule (ours; PAPERS.md, SSFusion 1): a tensor is a candidate when it has at least
-// threshold elements; without a cost model every candidate is sparsified. With one, a
-// candidate stays only if selecting and allgathering its k pairs costs less than its share
-// of the dense allreduce; then, if the buffer's split into a dense allreduce and a sparse
-// allgather costs no less than allreducing the whole buffer (the extra message's start-up
-// cost outweighs the bytes saved), nothing in the buffer is sparsified.
-func Choose(sizes []int, threshold int, density float64, model CostModel, world int) []bool {
+// The rule (ours, after SSFusion's selective sparsification): a tensor is a candidate when
+// it has at least threshold elements; without a network (nil) every candidate is
+// sparsified. With one, a candidate stays only if selecting its elements and allgathering
+// its k pairs costs less than its share of the dense allreduce, both counted without the
+// start-ups, which the buffer's collectives pay whether or not the tensor is in them (see
+// transfer). Then, if the buffer's split into a dense allreduce and a sparse allgather
+// costs no less than allreducing the whole buffer (the extra collective's start-ups
+// outweigh the bytes saved), nothing in the buffer is sparsified.
+func Choose(sizes []int, threshold int, density float64, net *netmodel.Network, selectPerElement float64, world int) []bool {
 	sparse := make([]bool, len(sizes))
 	for i, n := range sizes {
 		sparse[i] = n >= threshold && n > 0
 	}
-	if model.Beta <= 0 || world < 2 {
+	if net == nil || world < 2 {
 		return sparse
 	}
-	var total, dense, pairs, selectTime float64
+	allReduce := func(bytes int) time.Duration { return net.AllReduce(world, bytes) }
+	allGather := func(bytes int) time.Duration { return net.AllGather(world, bytes) }
+	var total, dense, pairs int
+	var selectTime float64
 	any := false
 	for i, n := range sizes {
-		bytes := 4 * float64(n)
+		bytes := 4 * n
 		total += bytes
 		if sparse[i] {
-			k := float64(compress.KFor(n, density))
-			own := model.SelectPerElement*float64(n) + model.allGather(8*k, world) - model.allGather(0, world)
-			if own >= model.allReduce(bytes, world)-model.allReduce(0, world) {
+			k := compress.KFor(n, density)
+			own := selectPerElement*float64(n) + transfer(allGather, 8*k).Seconds()
+			if own >= transfer(allReduce, bytes).Seconds() {
 				sparse[i] = false
 			}
 		}
 		if sparse[i] {
 			any = true
-			pairs += 8 * float64(compress.KFor(n, density))
-			selectTime += model.SelectPerElement * float64(n)
+			pairs += 8 * compress.KFor(n, density)
+			selectTime += selectPerElement * float64(n)
 		} else {
 			dense += bytes
 		}
@@ -60,12 +53,22 @@ func Choose(sizes []int, threshold int, density float64, model CostModel, world 
 	if !any {
 		return sparse
 	}
-	split := selectTime + model.allGather(pairs, world)
+	split := selectTime + allGather(pairs).Seconds()
 	if dense > 0 {
-		split += model.allReduce(dense, world)
+		split += allReduce(dense).Seconds()
 	}
-	if split >= model.allReduce(total, world) {
+	if split >= allReduce(total).Seconds() {
 		clear(sparse)
 	}
 	return sparse
+}
+
+// transfer is what m bytes add to a collective beyond its start-ups: the growth of its
+// cost from m to 2m bytes. For an algorithm whose cost is start-ups plus a time per byte,
+// as the alpha-beta model gives every algorithm of a flat network, that is exactly the
+// time it spends on m bytes: (P-1)*m*beta for a ring allgather, 2(P-1)/P*m*beta for a
+// ring allreduce. Where a network switches algorithms between m and 2m (Ours, Auto) it
+// also counts the difference in their start-ups, never below zero.
+func transfer(cost func(bytes int) time.Duration, m int) time.Duration {
+	return max(0, cost(2*m)-cost(m))
 }

@@ -9,18 +9,24 @@ package ssfusion
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/fusion"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // Config configures the pipeline.
 type Config struct {
 	compress.Config
-	Threshold int       // tensors with fewer elements stay dense
-	Cost      CostModel // optional: a zero Beta leaves the size threshold alone in charge
+	Threshold int // tensors with fewer elements stay dense
+	// Network is the network the chooser weighs sparsifying a tensor against keeping it
+	// dense on (see Choose), selection costing SelectPerElement seconds per element; nil
+	// leaves the size threshold alone in charge.
+	Network          *netmodel.Network
+	SelectPerElement float64
 	// Offload runs selection on SelectWorkers goroutines instead of the one pushing
 	// gradients (SSFusion-O).
 	Offload       bool
@@ -39,8 +45,13 @@ func New(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, 
 	if cfg.Threshold < 0 {
 		return nil, fmt.Errorf("ssfusion: select threshold must not be negative, got %d", cfg.Threshold)
 	}
-	if cfg.Cost.Alpha < 0 || cfg.Cost.Beta < 0 || cfg.Cost.SelectPerElement < 0 {
-		return nil, fmt.Errorf("ssfusion: cost model figures must not be negative, got %+v", cfg.Cost)
+	if cfg.Network != nil {
+		if err := cfg.Network.Check(); err != nil {
+			return nil, fmt.Errorf("ssfusion: the chooser's %w", err)
+		}
+	}
+	if !(cfg.SelectPerElement >= 0) || math.IsInf(cfg.SelectPerElement, 0) {
+		return nil, fmt.Errorf("ssfusion: selection cost per element must be finite and not negative, got %g s", cfg.SelectPerElement)
 	}
 	s := &stage{comm: comm, tensors: tensors, cfg: cfg}
 	return fusion.New(comm, tensors, thresholdBytes, s, true)
@@ -88,7 +99,7 @@ func (s *stage) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, err
 		for i, id := range bucket.Tensors {
 			sizes[i] = len(s.tensors[id].Grad)
 		}
-		chosen := Choose(sizes, s.cfg.Threshold, s.cfg.Density, s.cfg.Cost, s.comm.Size())
+		chosen := Choose(sizes, s.cfg.Threshold, s.cfg.Density, s.cfg.Network, s.cfg.SelectPerElement, s.comm.Size())
 		for i, id := range bucket.Tensors {
 			memSizes[id] = -1
 			if chosen[i] {

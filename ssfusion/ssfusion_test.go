@@ -3,12 +3,14 @@ package ssfusion
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
@@ -172,7 +174,8 @@ func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{
 		config(0, 10, false, false),
 		config(0.1, -1, false, false),
-		{Config: compress.Config{Density: 0.1, Selector: "topk"}, Cost: CostModel{Beta: -1}},
+		{Config: compress.Config{Density: 0.1, Selector: "topk"}, Network: &netmodel.Network{Inter: netmodel.Link{Beta: -1}}},
+		{Config: compress.Config{Density: 0.1, Selector: "topk"}, SelectPerElement: -1},
 		{Config: compress.Config{Density: 0.1, Selector: "bogus"}},
 	} {
 		if _, err := New(comm, tensors, 1024, cfg); err == nil {
@@ -216,26 +219,25 @@ func TestSchedule(t *testing.T) {
 
 func TestChoose(t *testing.T) {
 	sizes := []int{10, 8191, 8192, 10_000_000, 0}
-	if got, want := Choose(sizes, 8192, 0.01, CostModel{}, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
+	if got, want := Choose(sizes, 8192, 0.01, nil, 0, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
 		t.Errorf("size rule: %v, want %v", got, want)
 	}
 	// On a 10 Gbit/s network (SAFusion's constants) with a cheap selector, sparsifying a
 	// 40 MB buffer pays off; an expensive selector makes nothing worth sparsifying, and a
 	// buffer of a few hundred KB is dominated by start-up costs, so the extra allgather
 	// does not pay.
-	tenGbit := CostModel{Alpha: 5.2e-4, Beta: 8.6e-10, SelectPerElement: 1e-9}
-	if got, want := Choose(sizes, 8192, 0.01, tenGbit, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
+	tenGbit := &netmodel.Network{Inter: netmodel.Link{Alpha: 5.2e-4, Beta: 8.6e-10}}
+	const cheap, slow = 1e-9, 1e-6
+	if got, want := Choose(sizes, 8192, 0.01, tenGbit, cheap, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
 		t.Errorf("10 Gbit/s, cheap selection: %v, want %v", got, want)
 	}
-	slow := tenGbit
-	slow.SelectPerElement = 1e-6
-	if got := Choose(sizes, 8192, 0.01, slow, 8); slices.Contains(got, true) {
+	if got := Choose(sizes, 8192, 0.01, tenGbit, slow, 8); slices.Contains(got, true) {
 		t.Errorf("slow selection still sparsifies: %v", got)
 	}
-	if got := Choose([]int{10, 8192, 100000}, 8192, 0.01, tenGbit, 8); slices.Contains(got, true) {
+	if got := Choose([]int{10, 8192, 100000}, 8192, 0.01, tenGbit, cheap, 8); slices.Contains(got, true) {
 		t.Errorf("a 433 KB buffer is split although start-up costs dominate: %v", got)
 	}
-	if got := Choose(sizes, 8192, 0.01, tenGbit, 1); !slices.Equal(got, []bool{false, false, true, true, false}) {
+	if got := Choose(sizes, 8192, 0.01, tenGbit, cheap, 1); !slices.Equal(got, []bool{false, false, true, true, false}) {
 		t.Errorf("one rank: the cost model has nothing to weigh, want the size rule, got %v", got)
 	}
 }
@@ -250,6 +252,62 @@ func TestResume(t *testing.T) {
 		cfg.Momentum, cfg.WarmupSteps = 0.9, 4
 		if err := pipelinetest.CheckResume(3, sizes, 6, 3, grads, factory(4*2000, cfg)); err != nil {
 			t.Errorf("%s: %v", v.name, err)
+		}
+	}
+}
+
+// TestChooseOnAFlatRingIsTheFormula: on a flat ring network, Choose decides as the rule
+// written out in the alpha-beta formulas does, start-ups left out of the per-tensor
+// comparison, for random buffers, links, selection costs and scales.
+func TestChooseOnAFlatRingIsTheFormula(t *testing.T) {
+	formula := func(sizes []int, threshold int, density, alpha, beta, sel float64, p int) []bool {
+		P := float64(p)
+		allReduce := func(m float64) float64 { return 2*(P-1)*alpha + 2*(P-1)/P*m*beta }
+		allGather := func(m float64) float64 { return (P-1)*alpha + (P-1)*m*beta }
+		sparse := make([]bool, len(sizes))
+		var total, dense, pairs, selectTime float64
+		any := false
+		for i, n := range sizes {
+			sparse[i] = n >= threshold && n > 0
+			bytes := 4 * float64(n)
+			total += bytes
+			k := float64(compress.KFor(n, density))
+			if sparse[i] && sel*float64(n)+(P-1)*8*k*beta >= 2*(P-1)/P*bytes*beta {
+				sparse[i] = false
+			}
+			if sparse[i] {
+				any, pairs, selectTime = true, pairs+8*k, selectTime+sel*float64(n)
+			} else {
+				dense += bytes
+			}
+		}
+		if !any {
+			return sparse
+		}
+		split := selectTime + allGather(pairs)
+		if dense > 0 {
+			split += allReduce(dense)
+		}
+		if split >= allReduce(total) {
+			clear(sparse)
+		}
+		return sparse
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		sizes := make([]int, 1+rng.IntN(6))
+		for i := range sizes {
+			sizes[i] = int(math.Exp(rng.Float64() * math.Log(3e7)))
+		}
+		alpha := []float64{0, 5e-6, 5.2e-4}[rng.IntN(3)]
+		beta := 8 / math.Exp(math.Log(1e7)+rng.Float64()*math.Log(1e5)) // 10 Mbit/s to 1 Tbit/s
+		sel := rng.Float64() * 1e-8
+		p := 2 + rng.IntN(255)
+		density := []float64{0.001, 0.01, 0.1}[rng.IntN(3)]
+		net := &netmodel.Network{Inter: netmodel.Link{Alpha: alpha, Beta: beta}}
+		got := Choose(sizes, 8192, density, net, sel, p)
+		if want := formula(sizes, 8192, density, alpha, beta, sel, p); !slices.Equal(got, want) {
+			t.Errorf("sizes %v, density %g, alpha %g, beta %g, selection %g s, %d ranks: %v, the formula says %v", sizes, density, alpha, beta, sel, p, got, want)
 		}
 	}
 }

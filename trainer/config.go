@@ -61,9 +61,11 @@ type Config struct {
 	// MomentumCorrection moves SGD momentum into a sparsifying pipeline's error-feedback
 	// memory (DGC); the optimizer then runs without momentum.
 	MomentumCorrection bool `mapstructure:"momentum-correction" json:"momentum_correction"`
-	// CostAlpha (seconds per message) and CostBeta (seconds per byte) configure SSFusion's
-	// cost model; CostBeta 0 leaves the size threshold alone in charge. SelectNS is the
-	// selection cost per element the model assumes, in nanoseconds.
+	// CostAlpha (seconds per message) and CostBeta (seconds per byte) are the link the
+	// planners plan with, SSFusion's choice of the tensors to sparsify and SAFusion's
+	// sizing of its buffers. CostBeta 0 leaves them the emulated link (Bandwidth, Latency)
+	// or, without one, no network: SSFusion's size threshold alone, SAFusion's default.
+	// SelectNS is the selection cost per element SSFusion's chooser assumes, nanoseconds.
 	CostAlpha  float64       `mapstructure:"cost-alpha" json:"cost_alpha"`
 	CostBeta   float64       `mapstructure:"cost-beta" json:"cost_beta"`
 	SelectNS   float64       `mapstructure:"select-ns" json:"select_ns"`

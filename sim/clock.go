@@ -1,4 +1,4 @@
-package dist
+package sim
 
 import (
 	"bytes"
@@ -6,11 +6,14 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
 )
 
-// VirtualClock is a Clock on which time passes only when code says so: a goroutine's time
-// moves on by Advance (compute replayed from a profile), by Work (a modelled selection) and
-// by Join (waiting for an event stamped later, such as the end of a simulated collective).
+// VirtualClock is a dist.Clock on which time passes only when code says so: a goroutine's
+// time moves on by Advance (compute replayed from a profile), by Work (a modelled
+// selection) and by Join (waiting for an event stamped later, such as the end of a
+// simulated collective).
 //
 // Every goroutine has a time of its own, which starts at the clock's epoch. Goroutines are
 // concurrent lanes of work: two that select at once both take the modelled time, in
@@ -34,7 +37,9 @@ func NewVirtualClock(work func(kind string, n int) time.Duration) *VirtualClock 
 	return &VirtualClock{epoch: virtualEpoch, work: work, lanes: make(map[uint64]time.Duration)}
 }
 
-// Now implements Clock.
+var _ dist.Clock = (*VirtualClock)(nil)
+
+// Now implements dist.Clock.
 func (c *VirtualClock) Now() time.Time {
 	g := goid()
 	c.mu.Lock()
@@ -42,17 +47,17 @@ func (c *VirtualClock) Now() time.Time {
 	return c.epoch.Add(c.lanes[g])
 }
 
-// Since implements Clock.
+// Since implements dist.Clock.
 func (c *VirtualClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
-// Work implements Clock: the calling goroutine spends the modelled time.
+// Work implements dist.Clock: the calling goroutine spends the modelled time.
 func (c *VirtualClock) Work(_ time.Time, kind string, n int) time.Duration {
 	d := c.work(kind, n)
 	c.Advance(d)
 	return d
 }
 
-// Join implements Clock.
+// Join implements dist.Clock.
 func (c *VirtualClock) Join(t time.Time) {
 	at := t.Sub(c.epoch)
 	g := goid()
@@ -86,7 +91,7 @@ func goid() uint64 {
 	}
 	id, err := strconv.ParseUint(string(b), 10, 64)
 	if err != nil {
-		panic("dist: cannot read the goroutine id from " + strconv.Quote(string(buf[:])))
+		panic("sim: cannot read the goroutine id from " + strconv.Quote(string(buf[:])))
 	}
 	return id
 }

@@ -1,4 +1,4 @@
-package dist
+package netmodel
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"strings"
 	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
 )
 
 // A Link is the alpha-beta model of a network path: a message of m bytes takes
@@ -21,8 +23,8 @@ func LinkFor(bitsPerSecond float64, latency time.Duration) Link {
 	return Link{Alpha: latency.Seconds(), Beta: 8 / bitsPerSecond}
 }
 
-// NetworkPreset returns the link constants of SAFusion's cost model (PAPERS.md, "Cost
-// model") for exactly 10e9 and 56e9 bits per second, and false for any other rate. They
+// NetworkPreset returns the link constants found in SAFusion's code for exactly 10e9 and
+// 56e9 bits per second, and false for any other rate. They
 // were fitted on 8 workers and include software overheads, which is why their Beta is
 // that of a slower cable (about 9.3 and 26 Gbit/s): use LinkFor for a nominal link.
 func NetworkPreset(bitsPerSecond float64) (Link, bool) {
@@ -51,8 +53,8 @@ const (
 	// of two first hand their buffers to a partner, and get the result back at the end.
 	RecursiveDoubling Algorithm = "rd"
 	// Ours is what our TCP transport does: RecursiveDoubling up to its small threshold
-	// (Network.Small; see WithSmallThreshold and SmallThreshold), Ring above. On a
-	// hierarchical Network it applies to the inter-node phase, whose buffer is m/G.
+	// (Network.Small; see dist.WithSmallThreshold and dist.SmallThreshold), Ring above.
+	// On a hierarchical Network it applies to the inter-node phase, whose buffer is m/G.
 	Ours Algorithm = "ours"
 	// Auto is the cheaper of Ring and Tree for each size, as NCCL chooses between them.
 	Auto Algorithm = "auto"
@@ -73,15 +75,16 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("dist: unknown allreduce algorithm %q (%s)", s, netWant)
+	return "", fmt.Errorf("netmodel: unknown allreduce algorithm %q (%s)", s, netWant)
 }
 
-// A Network is a CostModel of alpha-beta links. Ranks are placed PerNode to a node, in
+// A Network is the cost model of a cluster's alpha-beta links: what each collective of
+// size ranks costs on them. Ranks are placed PerNode to a node, in
 // order (ranks 0..PerNode-1 on the first node, and so on); PerNode 0 or 1 makes the
 // network flat, every rank a node of its own, and only Inter is used.
 //
 // Flat, the collectives cost what the algorithms of our transport cost on P ranks
-// (see the package documentation), m being the buffer's size in bytes:
+// (see package dist), m being the buffer's size in bytes:
 //
 //	AllReduce   by AllReduceAlg (see Algorithm)
 //	AllGatherV  ring: (P-1)*alpha + beta*max_r(sum(bytes) - bytes[r])
@@ -125,8 +128,8 @@ type Network struct {
 	PerNode      int       // ranks per node; 0 or 1: flat
 	AllReduceAlg Algorithm // the zero value is Ring
 	// Small is our transport's small-message threshold in bytes, which Ours and the
-	// broadcast follow; 0 means the transport's default, 64 KiB. SmallThreshold gives the
-	// one the transport picks on a shaped link.
+	// broadcast follow; 0 means the transport's default, 64 KiB. dist.SmallThreshold gives
+	// the one the transport picks on a shaped link.
 	Small int
 }
 
@@ -135,10 +138,8 @@ func (n Network) small() float64 {
 	if n.Small > 0 {
 		return float64(n.Small)
 	}
-	return defaultSmall
+	return float64(dist.SmallThreshold(0))
 }
-
-var _ CostModel = Network{}
 
 // Check reports whether n describes a network: finite, non-negative link constants,
 // a positive Beta for every link in use, PerNode >= 0 and a known algorithm.
@@ -149,13 +150,13 @@ func (n Network) Check() error {
 			x    float64
 		}{{"Alpha", l.Alpha}, {"Beta", l.Beta}} {
 			if math.IsNaN(v.x) || math.IsInf(v.x, 0) || v.x < 0 {
-				return fmt.Errorf("dist: network: %s.%s = %v: want a finite value >= 0", name, v.name, v.x)
+				return fmt.Errorf("netmodel: network: %s.%s = %v: want a finite value >= 0", name, v.name, v.x)
 			}
 		}
 		if used && l.Beta == 0 {
 			// A link of infinite bandwidth would make bandwidth-bound algorithms free
 			// and every comparison between them meaningless; it is surely a forgotten field.
-			return fmt.Errorf("dist: network: %s.Beta = 0: want the seconds per byte (see LinkFor)", name)
+			return fmt.Errorf("netmodel: network: %s.Beta = 0: want the seconds per byte (see LinkFor)", name)
 		}
 		return nil
 	}
@@ -166,7 +167,7 @@ func (n Network) Check() error {
 		return err
 	}
 	if n.PerNode < 0 {
-		return fmt.Errorf("dist: network: PerNode = %d: want >= 0 (0 or 1: flat)", n.PerNode)
+		return fmt.Errorf("netmodel: network: PerNode = %d: want >= 0 (0 or 1: flat)", n.PerNode)
 	}
 	if _, err := n.alg(); err != nil {
 		return err
@@ -181,7 +182,7 @@ func (n Network) alg() (Algorithm, error) {
 	}
 	a, err := ParseAlgorithm(string(n.AllReduceAlg))
 	if err != nil || a != n.AllReduceAlg { // the field must be spelt exactly
-		return "", fmt.Errorf("dist: network: unknown allreduce algorithm %q (%s)", n.AllReduceAlg, netWant)
+		return "", fmt.Errorf("netmodel: network: unknown allreduce algorithm %q (%s)", n.AllReduceAlg, netWant)
 	}
 	return a, nil
 }
@@ -201,7 +202,7 @@ func (n Network) String() string {
 
 func netLinkString(l Link) string {
 	s := fmt.Sprintf("%v + %g s/B", netDuration(l.Alpha), l.Beta)
-	if bw := FormatBandwidth(8 / l.Beta); l.Beta > 0 && bw != "" {
+	if bw := dist.FormatBandwidth(8 / l.Beta); l.Beta > 0 && bw != "" {
 		s += " (" + bw + ")"
 	}
 	return s
@@ -215,7 +216,7 @@ func (n Network) netLayout(size int) (g, nodes, last int) {
 	return g, nodes, size - (nodes-1)*g
 }
 
-// AllReduce implements CostModel.
+// AllReduce is the time of an allreduce of a buffer of bytes on every one of size ranks.
 func (n Network) AllReduce(size, bytes int) time.Duration {
 	if size <= 1 || bytes <= 0 {
 		return 0
@@ -235,15 +236,15 @@ func (n Network) AllReduce(size, bytes int) time.Duration {
 	return netDuration(phase + netAllReduce(alg, nodes, chunk, n.Inter, n.small()) + phase)
 }
 
-// AllGatherV implements CostModel. It panics if len(bytes) != size or a size is negative.
+// AllGatherV is the time of an allgather in which rank r contributes bytes[r]. It panics if len(bytes) != size or a size is negative.
 func (n Network) AllGatherV(size int, bytes []int) time.Duration {
 	if len(bytes) != size {
-		panic(fmt.Sprintf("dist: Network.AllGatherV: %d sizes for %d ranks", len(bytes), size))
+		panic(fmt.Sprintf("netmodel: Network.AllGatherV: %d sizes for %d ranks", len(bytes), size))
 	}
 	var sum int64
 	for r, b := range bytes {
 		if b < 0 {
-			panic(fmt.Sprintf("dist: Network.AllGatherV: rank %d contributes %d bytes", r, b))
+			panic(fmt.Sprintf("netmodel: Network.AllGatherV: rank %d contributes %d bytes", r, b))
 		}
 		sum += int64(b)
 	}
@@ -269,7 +270,7 @@ func (n Network) AllGatherV(size int, bytes []int) time.Duration {
 	return netDuration(within + netAllGather(totals, sum, n.Inter) + spread)
 }
 
-// Broadcast implements CostModel.
+// Broadcast is the time of a broadcast of bytes from one rank to the size-1 others.
 func (n Network) Broadcast(size, bytes int) time.Duration {
 	if size <= 1 || bytes <= 0 {
 		return 0
@@ -279,7 +280,17 @@ func (n Network) Broadcast(size, bytes int) time.Duration {
 	return netDuration(netBroadcast(nodes, m, n.Inter, n.small()) + netBroadcast(g, m, n.Intra, n.small()))
 }
 
-// Barrier implements CostModel.
+// AllGather is the time of an allgather in which each of size ranks contributes a block of
+// bytes: AllGatherV with equal blocks.
+func (n Network) AllGather(size, bytes int) time.Duration {
+	blocks := make([]int, max(size, 0))
+	for r := range blocks {
+		blocks[r] = bytes
+	}
+	return n.AllGatherV(size, blocks)
+}
+
+// Barrier is the time of a barrier of size ranks.
 func (n Network) Barrier(size int) time.Duration {
 	if size <= 1 {
 		return 0
@@ -316,7 +327,7 @@ func netAllReduce(alg Algorithm, p int, m float64, l Link, small float64) float6
 	case Auto:
 		return min(netAllReduce(Ring, p, m, l, small), netAllReduce(Tree, p, m, l, small))
 	}
-	panic("dist: unknown allreduce algorithm " + string(alg))
+	panic("netmodel: unknown allreduce algorithm " + string(alg))
 }
 
 // netAllGather is the time in seconds of a ring allgather of blocks (summing to sum) over

@@ -1,4 +1,4 @@
-package dist
+package sim
 
 import (
 	"bytes"
@@ -6,16 +6,20 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 )
 
 // TestSimRingAllReduceIsTheFormula: a lone ring allreduce on a fresh virtual clock ends
-// exactly when the alpha-beta formula of PAPERS.md says, 2(P-1)alpha + 2(P-1)/P m beta.
+// exactly when the ring formula of the alpha-beta model (Hockney) says,
+// 2(P-1)alpha + 2(P-1)/P m beta.
 func TestSimRingAllReduceIsTheFormula(t *testing.T) {
-	link, _ := NetworkPreset(10e9)
+	link, _ := netmodel.NetworkPreset(10e9)
 	for _, tc := range []struct{ size, elems int }{{2, 1}, {8, 1 << 20}, {64, 25_557_032}, {256, 1000}} {
 		clock := NewVirtualClock(nil)
-		comm := NewSimRank(tc.size, Network{Inter: link, AllReduceAlg: Ring}, clock)
-		if err := comm.AllReduce(make([]float32, tc.elems), Average); err != nil {
+		comm := NewSimRank(tc.size, netmodel.Network{Inter: link, AllReduceAlg: netmodel.Ring}, clock)
+		if err := comm.AllReduce(make([]float32, tc.elems), dist.Average); err != nil {
 			t.Fatal(err)
 		}
 		p, m := float64(tc.size), 4*float64(tc.elems)
@@ -60,7 +64,7 @@ func TestSimRanksMeetAndQueue(t *testing.T) {
 			defer c.Close()
 			clock.Advance(time.Duration(r+1) * 10 * time.Millisecond) // rank 2 issues last, at 30 ms
 			buf := []float32{float32(r), 1}
-			h := c.AllReduceAsync(buf, Sum)
+			h := c.AllReduceAsync(buf, dist.Sum)
 			// Issued right after: queued behind the allreduce on the network.
 			g := c.AllGatherVAsync(bytes.Repeat([]byte{byte(r)}, 100*(r+1)))
 			if err := h.Wait(); err != nil {
@@ -96,17 +100,17 @@ func TestSimRankMirrorsItself(t *testing.T) {
 	clock := NewVirtualClock(nil)
 	comm := NewSimRank(4, fixedCost{}, clock)
 	buf := []float32{1, 2}
-	if err := comm.AllReduce(buf, Sum); err != nil || buf[0] != 4 || buf[1] != 8 {
+	if err := comm.AllReduce(buf, dist.Sum); err != nil || buf[0] != 4 || buf[1] != 8 {
 		t.Errorf("sum over 4 identical ranks: %v, %v", buf, err)
 	}
-	if err := comm.AllReduce(buf, Average); err != nil || buf[0] != 4 {
+	if err := comm.AllReduce(buf, dist.Average); err != nil || buf[0] != 4 {
 		t.Errorf("average over identical ranks changed the buffer: %v, %v", buf, err)
 	}
 	out, err := comm.AllGatherV([]byte("abc"))
 	if err != nil || len(out) != 4 || string(out[3]) != "abc" {
 		t.Errorf("allgather: %q, %v", out, err)
 	}
-	comm.(Mirroring).SetMirror(func(send []byte, rank int) []byte { return append(bytes.Clone(send), byte('0'+rank)) })
+	comm.(*simComm).setMirror(func(own []byte, rank int) []byte { return append(bytes.Clone(own), byte('0'+rank)) })
 	out, _ = comm.AllGatherV([]byte("x"))
 	if string(out[0]) != "x" || string(out[2]) != "x2" {
 		t.Errorf("mirrored allgather: %q", out)
@@ -128,45 +132,8 @@ func TestSimRankMirrorsItself(t *testing.T) {
 		t.Errorf("clock %v, want %v", got, want)
 	}
 	comm.Close()
-	if err := comm.AllReduce(buf, Sum); err == nil {
+	if err := comm.AllReduce(buf, dist.Sum); err == nil {
 		t.Errorf("allreduce after Close succeeded")
-	}
-}
-
-// TestVirtualClockLanes: goroutines keep times of their own, joined only on purpose.
-func TestVirtualClockLanes(t *testing.T) {
-	clock := NewVirtualClock(func(kind string, n int) time.Duration { return time.Duration(n) * time.Microsecond })
-	clock.Advance(5 * time.Millisecond)
-	stamp := clock.Now()
-	var other, joined time.Duration
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		other = clock.Elapsed() // a new goroutine starts at the epoch
-		clock.Join(stamp)
-		if d := clock.Work(clock.Now(), "topk", 1000); d != time.Millisecond {
-			t.Errorf("work took %v, want 1ms", d)
-		}
-		joined = clock.Elapsed()
-	}()
-	<-done
-	if other != 0 || joined != 6*time.Millisecond {
-		t.Errorf("other goroutine: started at %v, after join and work %v; want 0 and 6ms", other, joined)
-	}
-	if got := clock.Elapsed(); got != 5*time.Millisecond {
-		t.Errorf("this goroutine moved to %v by another's work", got)
-	}
-	clock.Join(stamp.Add(-time.Second)) // an earlier stamp moves nothing
-	if got := clock.Elapsed(); got != 5*time.Millisecond {
-		t.Errorf("joining an earlier time moved the clock to %v", got)
-	}
-	if ClockOf(NewSimRank(2, fixedCost{}, clock)) != Clock(clock) {
-		t.Errorf("a simulated communicator does not expose its clock")
-	}
-	inproc := NewInProc(1)[0]
-	defer inproc.Close()
-	if _, ok := ClockOf(inproc).(WallClock); !ok {
-		t.Errorf("the in-process backend does not run on the wall clock")
 	}
 }
 
@@ -175,7 +142,7 @@ func TestVirtualClockLanes(t *testing.T) {
 func TestSimRankChargesMirroredSizes(t *testing.T) {
 	clock := NewVirtualClock(nil)
 	comm := NewSimRank(3, fixedCost{}, clock)
-	comm.(Mirroring).SetMirror(func(send []byte, rank int) []byte { return make([]byte, 1000*rank) })
+	comm.(*simComm).setMirror(func(_ []byte, rank int) []byte { return make([]byte, 1000*rank) })
 	if _, err := comm.AllGatherV([]byte("x")); err != nil {
 		t.Fatal(err)
 	}

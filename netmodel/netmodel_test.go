@@ -1,10 +1,12 @@
-package dist
+package netmodel
 
 import (
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
 )
 
 var (
@@ -148,8 +150,8 @@ func TestNetworkOursThreshold(t *testing.T) {
 			t.Errorf("P=%d: rd and ring agree at the threshold", P)
 		}
 	}
-	if defaultSmall != 64<<10 {
-		t.Errorf("the transport's threshold is %d, the documentation says 64 KiB", defaultSmall)
+	if small := dist.SmallThreshold(0); small != 64<<10 {
+		t.Errorf("the transport's threshold is %d, the documentation says 64 KiB", small)
 	}
 }
 
@@ -473,30 +475,67 @@ func TestNetworkSaturates(t *testing.T) {
 	}
 }
 
-// TestSmallThresholdFollowsTheTransport: on a slow link the transport lowers its
-// small-message threshold to its segment size, and Ours follows the threshold it is given.
-func TestSmallThresholdFollowsTheTransport(t *testing.T) {
-	for _, tc := range []struct {
-		bps  float64
-		want int
-	}{{0, 64 << 10}, {10e9, 64 << 10}, {60e6, 16 << 10}, {200e6, 49984}} {
-		if got := SmallThreshold(tc.bps); got != tc.want {
-			t.Errorf("SmallThreshold(%g) = %d, want %d", tc.bps, got, tc.want)
-		}
-		var o options
-		o.bandwidth = tc.bps
-		if err := o.resolve(); err != nil {
-			t.Fatal(err)
-		}
-		if o.small != tc.want {
-			t.Errorf("at %g bit/s the transport resolves its threshold to %d, SmallThreshold says %d", tc.bps, o.small, tc.want)
-		}
-	}
+// TestOursFollowsItsThreshold: Ours switches from recursive doubling to ring at the
+// small-message threshold it is given.
+func TestOursFollowsItsThreshold(t *testing.T) {
 	link := Link{Alpha: 1e-4, Beta: 1e-9}
 	n := Network{Inter: link, AllReduceAlg: Ours, Small: 16 << 10}
 	rd := Network{Inter: link, AllReduceAlg: RecursiveDoubling}
 	ring := Network{Inter: link, AllReduceAlg: Ring}
 	if n.AllReduce(4, 16<<10) != rd.AllReduce(4, 16<<10) || n.AllReduce(4, 16<<10+4) != ring.AllReduce(4, 16<<10+4) {
 		t.Errorf("Ours with a 16 KiB threshold does not switch from recursive doubling to ring there")
+	}
+}
+
+// TestNetworkAllGather: equal blocks cost what AllGatherV charges for them, on a flat ring
+// the usual (P-1)*alpha + (P-1)*m*beta.
+func TestNetworkAllGather(t *testing.T) {
+	flat := Network{Inter: tenGbit}
+	hier := Network{Inter: tenGbit, Intra: hundredGig, PerNode: 4}
+	for _, P := range []int{1, 2, 3, 8, 10} {
+		for _, m := range []int{0, 8, 4096, 1 << 20} {
+			want := netSec(float64(P-1)*tenGbit.Alpha + float64(P-1)*float64(m)*tenGbit.Beta)
+			if got := flat.AllGather(P, m); !netNear(got, want) {
+				t.Errorf("flat AllGather(%d, %d) = %v, want %v", P, m, got, want)
+			}
+			if got, want := hier.AllGather(P, m), hier.AllGatherV(P, netEqual(P, m)); got != want {
+				t.Errorf("hierarchical AllGather(%d, %d) = %v, AllGatherV of equal blocks %v", P, m, got, want)
+			}
+		}
+	}
+}
+
+func TestParseCable(t *testing.T) {
+	for _, tc := range []struct {
+		bandwidth, latency string
+		want               Cable
+		bad                string
+	}{
+		{"", "", Cable{}, ""},
+		{"60Mbit", "", Cable{BitsPerSecond: 60e6}, ""},
+		{"10Gbit", "100us", Cable{BitsPerSecond: 10e9, Latency: 100 * time.Microsecond}, ""},
+		{"", "2ms", Cable{Latency: 2 * time.Millisecond}, ""},
+		{"fast", "", Cable{}, "fast"},
+		{"1Gbit", "soon", Cable{}, "soon"},
+		{"1Gbit", "-1ms", Cable{}, "-1ms"},
+	} {
+		got, err := ParseCable(tc.bandwidth, tc.latency)
+		switch {
+		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
+			t.Errorf("ParseCable(%q, %q): error %v, want one naming %q", tc.bandwidth, tc.latency, err, tc.bad)
+		case tc.bad == "" && (err != nil || got != tc.want):
+			t.Errorf("ParseCable(%q, %q) = %+v, %v; want %+v", tc.bandwidth, tc.latency, got, err, tc.want)
+		}
+	}
+	c := Cable{BitsPerSecond: 60e6, Latency: time.Millisecond}
+	if !c.Shaped() || (Cable{}).Shaped() {
+		t.Errorf("Shaped: %v for %+v, %v for an unshaped cable", c.Shaped(), c, (Cable{}).Shaped())
+	}
+	want := Network{Inter: LinkFor(60e6, time.Millisecond), AllReduceAlg: Ours, Small: 16 << 10}
+	if got := c.Network(); got != want {
+		t.Errorf("%+v.Network() = %+v, want %+v", c, got, want)
+	}
+	if err := (Cable{}).Network().Check(); err == nil {
+		t.Errorf("an unshaped cable's network passes Check")
 	}
 }

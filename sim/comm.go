@@ -1,10 +1,13 @@
-package dist
+package sim
 
 import (
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 )
 
 // A simulated communicator runs collectives on a VirtualClock: each takes the time a
@@ -18,12 +21,27 @@ import (
 // among size ranks, while the data of the others is taken to be its own (see NewSimRank), so
 // that a simulation of hundreds of ranks needs the memory of one.
 
+// A CostModel predicts how long one collective takes on a group of size ranks; the
+// simulated communicators advance virtual time by it. netmodel.Network is the project's.
+type CostModel interface {
+	// AllReduce of a buffer of bytes on every rank.
+	AllReduce(size, bytes int) time.Duration
+	// AllGatherV in which rank r contributes bytes[r]; len(bytes) == size.
+	AllGatherV(size int, bytes []int) time.Duration
+	// Broadcast of bytes from one rank to the others.
+	Broadcast(size, bytes int) time.Duration
+	// Barrier of size ranks.
+	Barrier(size int) time.Duration
+}
+
+var _ CostModel = netmodel.Network{}
+
 // NewSim returns the size communicators of a simulated job whose ranks are goroutines of
 // this process; every rank's goroutines must run on clock.
-func NewSim(size int, model CostModel, clock *VirtualClock) []Communicator {
-	inner := NewInProc(size)
+func NewSim(size int, model CostModel, clock *VirtualClock) []dist.Communicator {
+	inner := dist.NewInProc(size)
 	net := newSimNet(size, size, model)
-	comms := make([]Communicator, size)
+	comms := make([]dist.Communicator, size)
 	for r := range size {
 		comms[r] = &simComm{net: net, clock: clock, rank: r, inner: inner[r]}
 	}
@@ -34,21 +52,25 @@ func NewSim(size int, model CostModel, clock *VirtualClock) []Communicator {
 // process. Its collectives advance clock as among size ranks, each sending as much as this
 // one, and their results are what identical ranks would produce: AllReduce leaves the
 // buffer as it is (Average) or multiplies it by size (Sum), Broadcast leaves it, and
-// AllGatherV returns size messages, every one this rank's own unless a pipeline sets a
-// Mirror (see Mirroring). The messages share one copy, so a caller must only read them.
-func NewSimRank(size int, model CostModel, clock *VirtualClock) Communicator {
+// AllGatherV returns size messages, every one this rank's own unless the pipeline is a
+// Mirrorer, whose mirror Simulate installs. The messages share one copy, so a caller must
+// only read them.
+func NewSimRank(size int, model CostModel, clock *VirtualClock) dist.Communicator {
 	if size < 1 {
-		panic(fmt.Sprintf("dist: NewSimRank(%d): size must be at least 1", size))
+		panic(fmt.Sprintf("sim: NewSimRank(%d): size must be at least 1", size))
 	}
 	return &simComm{net: newSimNet(size, 1, model), clock: clock}
 }
 
-// Mirroring is implemented by a communicator whose other ranks are mirrors of this one
-// (NewSimRank). A pipeline whose messages depend on the rank that sends them (ExDyna's
-// partition) sets a Mirror that turns this rank's AllGatherV message into the one rank
-// would send in the same state.
-type Mirroring interface {
-	SetMirror(mirror func(send []byte, rank int) []byte)
+// A Mirrorer is a pipeline whose allgather messages depend on the rank that sends them
+// (ExDyna's rotating partitions). A lone rank standing for identical ranks (NewSimRank)
+// cannot give its own message as theirs: the union of the messages, and whatever follows
+// from it, would be one rank's share instead of everyone's. When Simulate builds such a
+// pipeline on a lone rank, the rank asks it for the other ranks' messages.
+type Mirrorer interface {
+	// MirrorMessage returns the allgather message that rank would send in this rank's
+	// state, given own, this rank's message. It must not modify own.
+	MirrorMessage(own []byte, rank int) []byte
 }
 
 // simNet is the network of a simulated job: the time it is busy until and the collectives
@@ -115,26 +137,27 @@ type simComm struct {
 	net   *simNet
 	clock *VirtualClock
 	rank  int
-	inner Communicator // moves the data; nil for a lone rank
+	inner dist.Communicator // moves the data; nil for a lone rank
 
 	mu     sync.Mutex
 	seq    int64
-	stats  Stats
-	mirror func(send []byte, rank int) []byte
+	stats  dist.Stats
+	mirror func(own []byte, rank int) []byte
 	closed bool
 }
 
-// Clock implements Clocked.
-func (s *simComm) Clock() Clock { return s.clock }
+// Clock implements dist.Clocked.
+func (s *simComm) Clock() dist.Clock { return s.clock }
 
-// Rank implements Communicator.
+// Rank implements dist.Communicator.
 func (s *simComm) Rank() int { return s.rank }
 
-// Size implements Communicator.
+// Size implements dist.Communicator.
 func (s *simComm) Size() int { return s.net.size }
 
-// SetMirror implements Mirroring; ranks that move real data ignore it.
-func (s *simComm) SetMirror(mirror func(send []byte, rank int) []byte) {
+// setMirror makes a lone rank's AllGatherV return mirror(own, r) as rank r's message;
+// ranks that move real data ignore it.
+func (s *simComm) setMirror(mirror func(own []byte, rank int) []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mirror = mirror
@@ -142,12 +165,12 @@ func (s *simComm) SetMirror(mirror func(send []byte, rank int) []byte) {
 
 // start issues a collective of this rank: it stamps it, times it on the network and returns
 // what the handle waits for.
-func (s *simComm) start(op *OpStats, bytes, sent int, sizes []int, cost func([]int) time.Duration) (*simColl, time.Duration, error) {
+func (s *simComm) start(op *dist.OpStats, bytes, sent int, sizes []int, cost func([]int) time.Duration) (*simColl, time.Duration, error) {
 	at := s.clock.Elapsed()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, 0, ErrClosed
+		return nil, 0, dist.ErrClosed
 	}
 	seq := s.seq
 	s.seq++
@@ -157,21 +180,21 @@ func (s *simComm) start(op *OpStats, bytes, sent int, sizes []int, cost func([]i
 	return s.net.issue(seq, s.rank, at, bytes, sizes, cost), at, nil
 }
 
-// AllReduce implements Communicator.
-func (s *simComm) AllReduce(buf []float32, op Op) error { return s.AllReduceAsync(buf, op).Wait() }
+// AllReduce implements dist.Communicator.
+func (s *simComm) AllReduce(buf []float32, op dist.Op) error { return s.AllReduceAsync(buf, op).Wait() }
 
-// AllReduceAsync implements Communicator.
-func (s *simComm) AllReduceAsync(buf []float32, op Op) Handle {
+// AllReduceAsync implements dist.Communicator.
+func (s *simComm) AllReduceAsync(buf []float32, op dist.Op) dist.Handle {
 	size := s.net.size
 	m := 4 * len(buf)
 	c, at, err := s.start(&s.stats.AllReduce, m, ringShare(m, size), nil, func(b []int) time.Duration { return s.net.model.AllReduce(size, b[0]) })
 	if err != nil {
-		return failedHandle(err)
+		return failed{err}
 	}
-	var inner Handle
+	var inner dist.Handle
 	if s.inner != nil {
 		inner = s.inner.AllReduceAsync(buf, op)
-	} else if op == Sum && size > 1 {
+	} else if op == dist.Sum && size > 1 {
 		for i := range buf {
 			buf[i] *= float32(size)
 		}
@@ -179,13 +202,13 @@ func (s *simComm) AllReduceAsync(buf []float32, op Op) Handle {
 	return &simHandle{s: s, c: c, at: at, op: &s.stats.AllReduce, inner: inner}
 }
 
-// AllGatherV implements Communicator.
+// AllGatherV implements dist.Communicator.
 func (s *simComm) AllGatherV(send []byte) ([][]byte, error) {
 	return s.AllGatherVAsync(send).Wait()
 }
 
-// AllGatherVAsync implements Communicator.
-func (s *simComm) AllGatherVAsync(send []byte) GatherHandle {
+// AllGatherVAsync implements dist.Communicator.
+func (s *simComm) AllGatherVAsync(send []byte) dist.GatherHandle {
 	size := s.net.size
 	// A lone rank makes the others' messages first: mirrored ones may differ in size, and
 	// the allgather costs what the largest receiver gets.
@@ -200,7 +223,7 @@ func (s *simComm) AllGatherVAsync(send []byte) GatherHandle {
 	}
 	c, at, err := s.start(&s.stats.AllGatherV, len(send), (size-1)*len(send), sizes, func(b []int) time.Duration { return s.net.model.AllGatherV(size, b) })
 	if err != nil {
-		return gatherHandle{failedHandle(err)}
+		return failedGather{err}
 	}
 	h := &simHandle{s: s, c: c, at: at, op: &s.stats.AllGatherV, out: out}
 	if s.inner != nil {
@@ -227,14 +250,14 @@ func (s *simComm) mirrored(send []byte) [][]byte {
 	return out
 }
 
-// Broadcast implements Communicator.
+// Broadcast implements dist.Communicator.
 func (s *simComm) Broadcast(buf []byte, root int) error { return s.BroadcastAsync(buf, root).Wait() }
 
-// BroadcastAsync implements Communicator.
-func (s *simComm) BroadcastAsync(buf []byte, root int) Handle {
+// BroadcastAsync implements dist.Communicator.
+func (s *simComm) BroadcastAsync(buf []byte, root int) dist.Handle {
 	size := s.net.size
 	if root < 0 || root >= size {
-		return failedHandle(fmt.Errorf("dist: broadcast root %d out of range [0, %d): %w", root, size, ErrInvalid))
+		return failed{fmt.Errorf("sim: broadcast root %d out of range [0, %d): %w", root, size, dist.ErrInvalid)}
 	}
 	sent := 0
 	if s.rank == root {
@@ -242,16 +265,16 @@ func (s *simComm) BroadcastAsync(buf []byte, root int) Handle {
 	}
 	c, at, err := s.start(&s.stats.Broadcast, len(buf), sent, nil, func(b []int) time.Duration { return s.net.model.Broadcast(size, b[0]) })
 	if err != nil {
-		return failedHandle(err)
+		return failed{err}
 	}
-	var inner Handle
+	var inner dist.Handle
 	if s.inner != nil {
 		inner = s.inner.BroadcastAsync(buf, root)
 	}
 	return &simHandle{s: s, c: c, at: at, op: &s.stats.Broadcast, inner: inner}
 }
 
-// Barrier implements Communicator.
+// Barrier implements dist.Communicator.
 func (s *simComm) Barrier() error {
 	size := s.net.size
 	c, at, err := s.start(&s.stats.Barrier, 0, 0, nil, func([]int) time.Duration { return s.net.model.Barrier(size) })
@@ -266,15 +289,15 @@ func (s *simComm) Barrier() error {
 	return (&simHandle{s: s, c: c, at: at, op: &s.stats.Barrier}).Wait()
 }
 
-// Stats implements Communicator: bytes are what the modelled algorithms send, times are
-// virtual.
-func (s *simComm) Stats() Stats {
+// Stats implements dist.Communicator: bytes are what the modelled algorithms send, times
+// are virtual.
+func (s *simComm) Stats() dist.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stats
 }
 
-// Close implements Communicator.
+// Close implements dist.Communicator.
 func (s *simComm) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -293,20 +316,30 @@ func ringShare(m, size int) int {
 	return int(int64(2*(size-1)) * int64(m) / int64(size))
 }
 
+// failed is the handle of a collective that could not be issued.
+type failed struct{ err error }
+
+func (f failed) Wait() error { return f.err }
+
+// failedGather is failed for an AllGatherV.
+type failedGather struct{ err error }
+
+func (f failedGather) Wait() ([][]byte, error) { return nil, f.err }
+
 // simHandle is the completion of a simulated collective.
 type simHandle struct {
 	s    *simComm
 	c    *simColl
 	at   time.Duration
-	op   *OpStats
+	op   *dist.OpStats
 	once sync.Once
 
-	inner  Handle       // the data movement of AllReduce and Broadcast, if real
-	gather GatherHandle // the data movement of AllGatherV, if real
-	out    [][]byte     // a lone rank's AllGatherV result
+	inner  dist.Handle       // the data movement of AllReduce and Broadcast, if real
+	gather dist.GatherHandle // the data movement of AllGatherV, if real
+	out    [][]byte          // a lone rank's AllGatherV result
 }
 
-// Wait implements Handle.
+// Wait implements dist.Handle.
 func (h *simHandle) Wait() error {
 	_, err := h.wait()
 	return err
@@ -338,7 +371,7 @@ func (h *simHandle) finish() {
 	})
 }
 
-// simGather adapts simHandle to GatherHandle.
+// simGather adapts simHandle to dist.GatherHandle.
 type simGather struct{ *simHandle }
 
 func (g simGather) Wait() ([][]byte, error) { return g.wait() }
