@@ -93,3 +93,53 @@ func TestCellConfigRoundTrip(t *testing.T) {
 		t.Fatalf("read back\n%+v\nwant\n%+v", got, want)
 	}
 }
+
+// TestConfigRefusesWhatWouldBeSilentlyWrong: values a loose reading would turn into
+// something else, or that no range check catches, are errors naming the key.
+func TestConfigRefusesWhatWouldBeSilentlyWrong(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		args       []string
+		want       string
+	}{
+		{"fraction of a count", "max-steps: 5.7\n", nil, "max-steps"},
+		{"duration without a unit", "timeout: 10\n", nil, "timeout"},
+		{"NaN density", "", []string{"--density", "NaN"}, "density"},
+		{"NaN fusion size", "", []string{"--fusion-mb", "NaN"}, "fusion-mb"},
+		{"NaN momentum", "", []string{"--momentum", "NaN"}, "momentum"},
+		{"NaN gamma", "", []string{"--gamma", "NaN"}, "gamma"},
+		{"infinite select-ns", "", []string{"--select-ns", "+Inf"}, "select-ns"},
+		{"NaN milestone", "milestones: [10, .nan]\n", nil, "milestones"},
+		{"negative lr", "", []string{"--lr", "-5"}, "lr"},
+		{"negative timeout", "", []string{"--timeout", "-1s"}, "timeout"},
+		{"zero timeout", "", []string{"--timeout", "0s"}, "timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.yaml != "" {
+				file := filepath.Join(t.TempDir(), "run.yaml")
+				if err := os.WriteFile(file, []byte(tc.yaml), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", file)
+			}
+			cfg, err := loadConfig(flagsFor(t, args...))
+			if err == nil {
+				cfg.Resolve()
+				err = cfg.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+	// The family-default marker still works.
+	cfg, err := loadConfig(flagsFor(t, "--lr", "-1", "--momentum", "-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Resolve()
+	if err := cfg.Validate(); err != nil || cfg.LR != 0.1 || cfg.Momentum != 0.9 {
+		t.Fatalf("-1 for lr and momentum: %v, lr %g, momentum %g; want the CNN defaults", err, cfg.LR, cfg.Momentum)
+	}
+}

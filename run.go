@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,6 +48,9 @@ running an experiment again only runs what is missing; --force reruns everything
 		if *dataDir != "" {
 			spec.SetBase("data-dir", *dataDir)
 		}
+		// SSF_* variables reach the cells through their config.yaml, where they are
+		// recorded, and the report names them; the trainings themselves do not see them.
+		spec.Env = experiments.EnvOverrides(os.Environ())
 		cells, err := spec.Expand(*results)
 		if err != nil {
 			return fmt.Errorf("experiment %s: %w", args[0], err)
@@ -120,12 +124,13 @@ func newCellDisplay(cells int) *cellDisplay {
 	return d
 }
 
-func (d *cellDisplay) progress(i, n int, c experiments.Cell, a experiments.Action) {
+func (d *cellDisplay) progress(i, n int, c experiments.Cell, a experiments.Action, changed []string) {
 	d.cell = fmt.Sprintf("%d/%d %s", i+1, n, c.Name)
 	msg := map[experiments.Action]string{
 		experiments.Start:  "",
 		experiments.Resume: " (resuming from its checkpoint)",
 		experiments.Skip:   ": finished earlier, skipped",
+		experiments.Rerun:  fmt.Sprintf(": its earlier results came from other settings (%s), training it again", strings.Join(changed, "; ")),
 	}[a]
 	if d.bar == nil {
 		d.logf("cell %s%s", d.cell, msg)
@@ -181,6 +186,7 @@ func (d *cellDisplay) train(ctx context.Context, cell experiments.Cell, resume b
 		d.watch(io.TeeReader(pr, out))
 	}()
 	c := exec.CommandContext(ctx, self, args...)
+	c.Env = experiments.WithoutOverrides(os.Environ())
 	c.Stdout, c.Stderr = pw, pw
 	// On interruption let the training stop as on Ctrl-C, writing what it measured,
 	// before it is killed.

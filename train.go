@@ -87,6 +87,7 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.Int("checkpoint-every", d.CheckpointEvery, "write a checkpoint into <out>/checkpoint every N steps (0: never)")
 	f.String("profile-out", d.ProfileOut, "write rank 0's measured compute per step (forward, backward per gradient, update; mean after 2 warm-up steps) to this JSON file for the scale simulator; written only when training succeeds")
 	f.String("resume", d.Resume, "continue the run whose checkpoint is in this folder, with its configuration unless flags change it")
+	f.Bool("resume-changed", d.ResumeChanged, "with --resume: continue even though result-shaping settings changed since the checkpoint (summary.json records both)")
 }
 
 // loadConfig resolves the configuration from flags, SSF_* variables and the --config file.
@@ -115,7 +116,7 @@ func loadConfig(flags *pflag.FlagSet) (trainer.Config, error) {
 		return trainer.Config{}, err
 	}
 	var cfg trainer.Config
-	if err := v.UnmarshalExact(&cfg); err != nil {
+	if err := v.UnmarshalExact(&cfg, viper.DecodeHook(trainer.DecodeHook())); err != nil {
 		return trainer.Config{}, fmt.Errorf("configuration: %w", err)
 	}
 	return cfg, nil

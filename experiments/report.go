@@ -33,19 +33,32 @@ func WriteReport(spec *Spec, cells []Cell, dir string) error {
 	return nil
 }
 
-// plotCells describes cells for the plots.
+// plotCells describes cells for the plots, leaving out those whose results are stale.
 func plotCells(cells []Cell) []plots.Cell {
-	out := make([]plots.Cell, len(cells))
-	for i, c := range cells {
-		out[i] = plots.Cell{Name: c.Name, Pipeline: c.Config.Pipeline, Setting: c.Setting, Dir: c.Config.Out}
+	var out []plots.Cell
+	for _, c := range cells {
+		if changed, _ := staleness(c); len(changed) == 0 {
+			out = append(out, plots.Cell{Name: c.Name, Pipeline: c.Config.Pipeline, Setting: c.Setting, Dir: c.Config.Out})
+		}
 	}
 	return out
+}
+
+// staleness lists the result-shaping settings in which the results in cell's folder differ
+// from the cell's (trainer.Changed); none when they match or there are no results.
+func staleness(c Cell) ([]string, error) {
+	s, err := readSummary(c.Config.Out)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	return trainer.Changed(s.Config, c.Config)
 }
 
 // result is what the report shows of one cell.
 type result struct {
 	cell    Cell
-	sum     *trainer.Summary // nil: not run
+	sum     *trainer.Summary // nil: not run, or stale
+	stale   []string         // the settings stale results were produced with differ in these
 	best    *float64         // best test accuracy, or lowest perplexity
 	toReach *float64         // wall-clock seconds to reach the target
 }
@@ -66,6 +79,9 @@ func Report(spec *Spec, cells []Cell) (string, error) {
 	if spec.Description != "" {
 		fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(spec.Description))
 	}
+	if len(spec.Env) > 0 {
+		fmt.Fprintf(&b, "Environment overrides applied to every cell: %s.\n\n", envText(spec.Env))
+	}
 	writeRegime(&b, results)
 	writeQualityTable(&b, spec, results)
 	writeSpeedTable(&b, results)
@@ -77,6 +93,11 @@ func readResult(c Cell, target float64) (result, error) {
 	r := result{cell: c}
 	s, err := readSummary(c.Config.Out)
 	if err != nil || s == nil {
+		return r, err
+	}
+	// Results of other settings are not this cell's: the report does not show them as if
+	// they were (an interrupted run after the experiment file changed leaves such).
+	if r.stale, err = trainer.Changed(s.Config, c.Config); err != nil || len(r.stale) > 0 {
 		return r, err
 	}
 	r.sum = s
@@ -154,7 +175,7 @@ func writeQualityTable(b *strings.Builder, spec *Spec, results []result) {
 	b.WriteString("## Accuracy\n\n" + header + "\n" + rule + "\n")
 	for _, r := range results {
 		if r.sum == nil {
-			fmt.Fprintf(b, "| %s | not run |\n", r.cell.Name)
+			fmt.Fprintf(b, "| %s | %s |\n", r.cell.Name, notRun(r))
 			continue
 		}
 		best := "-"
@@ -186,7 +207,7 @@ func writeSpeedTable(b *strings.Builder, results []result) {
 	}
 	for _, r := range results {
 		if r.sum == nil {
-			fmt.Fprintf(b, "| %s | not run |\n", r.cell.Name)
+			fmt.Fprintf(b, "| %s | %s |\n", r.cell.Name, notRun(r))
 			continue
 		}
 		s := r.sum
@@ -201,6 +222,14 @@ func writeSpeedTable(b *strings.Builder, results []result) {
 			opt(s.Sparsity.TensorsMissingPerStep, "%.1f"), agree(s.Consistency.ParamChecksumEqual))
 	}
 	b.WriteString("\nSteps overlap computation and communication, so the parts of a step can add up to more than its total.\n\n")
+}
+
+// notRun says why a cell shows no results.
+func notRun(r result) string {
+	if len(r.stale) > 0 {
+		return "not run with these settings: its folder holds results of other ones (" + strings.Join(r.stale, "; ") + ")"
+	}
+	return "not run"
 }
 
 const plotsSection = `## Plots

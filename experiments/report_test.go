@@ -23,6 +23,7 @@ func TestReport(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	yes := true
 	put := func(c Cell, sum trainer.Summary) {
+		sum.Config = c.Config
 		raw, err := json.Marshal(sum)
 		if err != nil {
 			t.Fatal(err)
@@ -40,11 +41,19 @@ func TestReport(t *testing.T) {
 	// Evaluations: dense reaches the 90% target at 40 s, multi-tensor never does.
 	writeMetrics(t, cells[0].Config.Out, "eval,100,1,40,,,,,,,,,,,,,0.91,0.3,\neval,300,3,120,,,,,,,,,,,,,0.9888,0.04,\n")
 	writeMetrics(t, cells[1].Config.Out, "eval,100,1,20,,,,,,,,,,,,,0.6,1,\neval,120,1.2,25,,,,,,,,,,,,,0.5,1.2,\n")
+	// The ssfusion cell's folder holds results of another learning rate: stale, not shown.
+	stale := cells[2].Config
+	stale.LR = 0.5
+	raw, err := json.Marshal(trainer.Summary{Config: stale, Complete: true, Steps: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSummary(t, cells[2].Config.Out, raw)
 	out := filepath.Join(dir, "cmp")
 	if err := WriteReport(s, cells, out); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "report.md"))
+	raw, err = os.ReadFile(filepath.Join(out, "report.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +65,7 @@ func TestReport(t *testing.T) {
 		"| pipeline-multitensor (stopped at step 120) | 120 | 50.00% | 60.00% | - | not reached |",
 		"| pipeline-dense | 43.0 | 1.00x | 1488.0, 587.0, 0.0, 900.0, 900.0 | 1.63 MB | - | - | yes |",
 		"| pipeline-multitensor (stopped at step 120) | 86.0 | 2.00x |", "22.4 KB | 0.0100 (partition imbalance 1.23) | 20.6 |",
-		"| pipeline-ssfusion | not run |",
+		"| pipeline-ssfusion | not run with these settings: its folder holds results of other ones (lr: 0.5 → 0.1) |",
 		"![test accuracy against wall-clock time](accuracy-time.png)",
 	} {
 		if !strings.Contains(md, want) {

@@ -19,8 +19,9 @@ type Runner struct {
 	// Force reruns cells that already finished, from scratch.
 	Force bool
 	// Progress, if set, is called before each cell with its position and what is done
-	// with it.
-	Progress func(i, n int, cell Cell, action Action)
+	// with it; for Rerun, changed lists the settings that differ, as trainer.Changed
+	// gives them.
+	Progress func(i, n int, cell Cell, action Action, changed []string)
 }
 
 // Action is what the runner does with a cell.
@@ -30,10 +31,11 @@ const (
 	Start  Action = iota // train from the first step
 	Resume               // continue from the checkpoint of an interrupted run
 	Skip                 // an earlier run finished it
+	Rerun                // train from the first step: the results or checkpoint there came from other settings
 )
 
 func (a Action) String() string {
-	return [...]string{"start", "resume", "skip"}[a]
+	return [...]string{"start", "resume", "skip", "rerun"}[a]
 }
 
 // Run runs every cell that has not finished yet, resuming those that left a checkpoint,
@@ -41,12 +43,12 @@ func (a Action) String() string {
 // cell; finished cells keep their results.
 func (r Runner) Run(ctx context.Context, cells []Cell) (ran int, err error) {
 	for i, cell := range cells {
-		action, err := r.action(cell)
+		action, changed, err := r.action(cell)
 		if err != nil {
 			return ran, fmt.Errorf("cell %s: %w", cell.Name, err)
 		}
 		if r.Progress != nil {
-			r.Progress(i, len(cells), cell, action)
+			r.Progress(i, len(cells), cell, action, changed)
 		}
 		if action == Skip {
 			continue
@@ -62,26 +64,53 @@ func (r Runner) Run(ctx context.Context, cells []Cell) (ran int, err error) {
 	return ran, nil
 }
 
-// action decides what to do with cell; under Force it also clears the cell's checkpoint,
-// so that the rerun starts from scratch.
-func (r Runner) action(cell Cell) (Action, error) {
+// action decides what to do with cell. A finished cell is skipped and an interrupted one
+// resumed only when its results (summary.json) or checkpoint came from the cell's
+// result-shaping settings; otherwise it is trained again from scratch, and changed lists
+// the settings that differ. Under Force every cell starts from scratch. Starting from
+// scratch clears the cell's checkpoint.
+func (r Runner) action(cell Cell) (Action, []string, error) {
 	dir := cell.Config.Out
-	if r.Force {
+	again := func(a Action, changed []string) (Action, []string, error) {
 		if err := os.RemoveAll(filepath.Join(dir, "checkpoint")); err != nil {
-			return Start, fmt.Errorf("clearing the old checkpoint: %w", err)
+			return a, changed, fmt.Errorf("clearing the old checkpoint: %w", err)
 		}
-		return Start, nil
+		return a, changed, nil
 	}
-	done, err := Finished(dir)
-	switch {
-	case err != nil:
-		return Start, err
-	case done:
-		return Skip, nil
-	case trainer.HasCheckpoint(dir):
-		return Resume, nil
+	if r.Force {
+		return again(Start, nil)
 	}
-	return Start, nil
+	s, err := readSummary(dir)
+	if err != nil && !errors.Is(err, errCorruptSummary) {
+		return Start, nil, err
+	}
+	if s != nil { // a corrupt summary is none: running the cell again replaces it
+		changed, err := trainer.Changed(s.Config, cell.Config)
+		if err != nil {
+			return Start, nil, err
+		}
+		if len(changed) > 0 {
+			return again(Rerun, changed)
+		}
+		if s.Complete {
+			return Skip, nil, nil
+		}
+	}
+	if !trainer.HasCheckpoint(dir) {
+		return Start, nil, nil
+	}
+	saved, err := trainer.ReadCheckpointConfig(dir)
+	if err != nil {
+		return Start, nil, err
+	}
+	changed, err := trainer.Changed(saved, cell.Config)
+	if err != nil {
+		return Start, nil, err
+	}
+	if len(changed) > 0 {
+		return again(Rerun, changed)
+	}
+	return Resume, nil, nil
 }
 
 // Finished reports whether dir holds the summary.json of a training that ran to its end.

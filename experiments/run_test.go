@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -23,21 +24,21 @@ func TestRunnerResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write := func(cell Cell, body string) { writeSummary(t, cell.Config.Out, []byte(body)) }
+	write := func(cell Cell, complete bool) { writeSummary(t, cell.Config.Out, summaryOf(t, cell.Config, complete)) }
 	// The first cell finished earlier; the second was interrupted before its first
 	// checkpoint, the third after one; the fourth never ran.
-	write(cells[0], `{"complete": true}`)
-	write(cells[1], `{"complete": false}`)
-	write(cells[2], `{"complete": false}`)
-	writeCheckpoint(t, cells[2].Config.Out)
+	write(cells[0], true)
+	write(cells[1], false)
+	write(cells[2], false)
+	writeCheckpoint(t, cells[2].Config)
 	var trained, actions []string
 	r := Runner{
 		Train: func(_ context.Context, c Cell, resume bool) error {
 			trained = append(trained, fmt.Sprintf("%s resume=%v", c.Config.Pipeline, resume))
-			write(c, `{"complete": true}`)
+			write(c, true)
 			return nil
 		},
-		Progress: func(_, _ int, c Cell, a Action) {
+		Progress: func(_, _ int, c Cell, a Action, _ []string) {
 			actions = append(actions, c.Config.Pipeline+" "+a.String())
 		},
 	}
@@ -56,7 +57,7 @@ func TestRunnerResumes(t *testing.T) {
 	if ran, err := r.Run(context.Background(), cells); err != nil || ran != 0 {
 		t.Fatalf("second run: ran %d, %v", ran, err)
 	}
-	writeCheckpoint(t, cells[3].Config.Out)
+	writeCheckpoint(t, cells[3].Config)
 	r.Force = true
 	if ran, err := r.Run(context.Background(), cells); err != nil || ran != 4 {
 		t.Fatalf("forced run: ran %d, %v", ran, err)
@@ -66,14 +67,84 @@ func TestRunnerResumes(t *testing.T) {
 	}
 }
 
-// writeCheckpoint leaves what trainer.HasCheckpoint looks for in dir.
-func writeCheckpoint(t *testing.T, dir string) {
+// writeCheckpoint leaves in cfg.Out the manifest of a checkpoint of a run of cfg, what
+// trainer.HasCheckpoint and trainer.ReadCheckpointConfig look for.
+func writeCheckpoint(t *testing.T, cfg trainer.Config) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Join(dir, "checkpoint"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(cfg.Out, "checkpoint"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "checkpoint", "latest.json"), []byte("{}"), 0o644); err != nil {
+	body, err := json.Marshal(map[string]any{"version": 1, "step": 2, "world": cfg.Workers, "config": cfg})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Out, "checkpoint", "latest.json"), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// summaryOf is the summary.json of a run of cfg.
+func summaryOf(t *testing.T, cfg trainer.Config, complete bool) []byte {
+	t.Helper()
+	body, err := json.Marshal(trainer.Summary{Config: cfg, Complete: complete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// TestRunnerRerunsChangedCells: results and checkpoints from other result-shaping settings
+// are not reused: the cell is trained again from scratch, naming what changed, while a
+// change of a safe key (how often to evaluate) keeps them.
+func TestRunnerRerunsChangedCells(t *testing.T) {
+	dir := t.TempDir()
+	expand := func(base string) []Cell {
+		s, err := Parse([]byte("name: e\nbase: {model: mlp, " + base + "}\nmatrix: {pipeline: [dense, pertensor]}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells, err := s.Expand(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cells
+	}
+	old := expand("max-steps: 20, lr: 0.1")
+	writeSummary(t, old[0].Config.Out, summaryOf(t, old[0].Config, true))
+	writeSummary(t, old[1].Config.Out, summaryOf(t, old[1].Config, false))
+	writeCheckpoint(t, old[1].Config)
+
+	type seen struct {
+		action  Action
+		changed []string
+	}
+	var got []seen
+	var trained []bool
+	r := Runner{
+		Train:    func(_ context.Context, _ Cell, resume bool) error { trained = append(trained, resume); return nil },
+		Progress: func(_, _ int, _ Cell, a Action, changed []string) { got = append(got, seen{a, changed}) },
+	}
+	if _, err := r.Run(context.Background(), expand("max-steps: 20, lr: 0.1, eval-every: 5")); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].action != Skip || got[1].action != Resume {
+		t.Fatalf("after a safe change: %+v, want skip and resume", got)
+	}
+	got, trained = nil, nil
+	if _, err := r.Run(context.Background(), expand("max-steps: 40, lr: 0.5")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"lr: 0.1 → 0.5", "max-steps: 20 → 40"}
+	if len(got) != 2 || slices.Contains(trained, true) {
+		t.Fatalf("after a change: %+v, trained (resume) %v; want two reruns from scratch", got, trained)
+	}
+	for i, g := range got {
+		if g.action != Rerun || !slices.Equal(g.changed, want) {
+			t.Errorf("cell %d: %v, changed %q; want a rerun, changed %q", i, g.action, g.changed, want)
+		}
+	}
+	if trainer.HasCheckpoint(old[1].Config.Out) {
+		t.Error("the checkpoint of the old settings was kept")
 	}
 }
 

@@ -37,6 +37,10 @@ type Spec struct {
 	Target float64
 	Base   map[string]any
 	Matrix []Axis // in the order of the file
+	// Env holds config keys set by the environment (SSF_* variables, see EnvOverrides),
+	// which override the base and the matrix in every cell, as they would override the
+	// flags of train.
+	Env map[string]string
 }
 
 // Axis is one swept key and its values.
@@ -194,6 +198,9 @@ func (s *Spec) Expand(resultsDir string) ([]Cell, error) {
 		if err := decode(values, &cfg); err != nil {
 			return nil, fmt.Errorf("matrix: %w", err)
 		}
+		if err := s.decodeEnv(&cfg); err != nil {
+			return nil, err
+		}
 		cfg.Out = filepath.Join(dir, name)
 		if ok, err := inside(dir, cfg.Out); err != nil || !ok {
 			return nil, fmt.Errorf("cell %s would write outside %s", name, dir)
@@ -207,6 +214,24 @@ func (s *Spec) Expand(resultsDir string) ([]Cell, error) {
 			return cells, nil
 		}
 	}
+}
+
+// decodeEnv sets the keys of s.Env on cfg.
+func (s *Spec) decodeEnv(cfg *trainer.Config) error {
+	if len(s.Env) == 0 {
+		return nil
+	}
+	env := make(map[string]any, len(s.Env))
+	for k, v := range s.Env {
+		if slices.Contains(runnerKeys, k) {
+			return fmt.Errorf("environment: %s sets %s, which the run command decides for every cell", envName(k), k)
+		}
+		env[k] = v
+	}
+	if err := decode(env, cfg); err != nil {
+		return fmt.Errorf("environment (%s): %w", envText(s.Env), err)
+	}
+	return nil
 }
 
 // next advances idx like an odometer, the last axis fastest; false after the last cell.
@@ -231,10 +256,7 @@ func decode(m map[string]any, cfg *trainer.Config) error {
 		Result:           cfg,
 		ErrorUnused:      true,
 		WeaklyTypedInput: true,
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.StringToSliceHookFunc(","),
-		),
+		DecodeHook:       trainer.DecodeHook(),
 	})
 	if err != nil {
 		return err

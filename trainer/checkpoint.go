@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,10 +32,11 @@ const (
 
 // manifest is latest.json.
 type manifest struct {
-	Version int    `json:"version"`
-	Step    int    `json:"step"`
-	World   int    `json:"world"`
-	Config  Config `json:"config"`
+	Version int            `json:"version"`
+	Step    int            `json:"step"`
+	World   int            `json:"world"`
+	Config  Config         `json:"config"`
+	Changes []ConfigChange `json:"changes,omitempty"` // earlier resumptions under changed settings
 }
 
 // rankCheckpoint is what one rank saves.
@@ -132,7 +134,7 @@ func (r *run) writeCheckpoint() error {
 		return err
 	}
 	if r.rank == 0 {
-		js, err := json.MarshalIndent(manifest{Version: checkpointVersion, Step: r.step, World: r.world, Config: *r.cfg}, "", "  ")
+		js, err := json.MarshalIndent(manifest{Version: checkpointVersion, Step: r.step, World: r.world, Config: *r.cfg, Changes: r.changes}, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encoding %s: %w", checkpointLatest, err)
 		}
@@ -243,33 +245,31 @@ func (r *run) resumeStep() (int, error) {
 	return step, nil
 }
 
-// compatible reports the settings a resumed run must share with the checkpointed one: those
-// that shape the model, the data each rank reads and the state saved.
+// compatible reports whether the run may resume from the checkpoint m describes: the same
+// world and the same result-shaping settings (Changed), lest the results mix two runs. With
+// ResumeChanged it may continue under changed settings, except those the saved state
+// cannot fit (the model, the data, the pipeline, ...); the change is then recorded.
 func (r *run) compatible(m *manifest) error {
 	if m.World != r.world {
 		return fmt.Errorf("the checkpoint in %s was written by %d workers; this run has %d", r.cfg.Resume, m.World, r.world)
 	}
-	was, now := m.Config, *r.cfg
-	var diffs []string
-	check := func(key string, a, b any) {
-		if a != b {
-			diffs = append(diffs, fmt.Sprintf("%s was %v, is %v", key, a, b))
-		}
+	changed, err := Changed(m.Config, *r.cfg)
+	if err != nil {
+		return err
 	}
-	check("model", was.Model, now.Model)
-	check("dataset", was.Dataset, now.Dataset)
-	check("pipeline", was.Pipeline, now.Pipeline)
-	check("batch-size", was.BatchSize, now.BatchSize)
-	check("seed", was.Seed, now.Seed)
-	check("width", was.Width, now.Width)
-	check("seq-len", was.SeqLen, now.SeqLen)
-	check("hidden", was.Hidden, now.Hidden)
-	check("layers", was.Layers, now.Layers)
-	check("augment", was.Augment, now.Augment)
-	check("momentum-correction", was.MomentumCorrection, now.MomentumCorrection)
-	if len(diffs) > 0 {
-		return fmt.Errorf("the checkpoint in %s belongs to another run: %s", r.cfg.Resume, strings.Join(diffs, "; "))
+	if hard := structural(changed); len(hard) > 0 {
+		return fmt.Errorf("the checkpoint in %s belongs to another run: %s", r.cfg.Resume, strings.Join(hard, "; "))
 	}
+	r.changes = m.Changes
+	if len(changed) == 0 {
+		return nil
+	}
+	if !r.cfg.ResumeChanged {
+		return fmt.Errorf("the settings changed since the checkpoint in %s was written (%s): resuming would mix two runs; "+
+			"start afresh, or pass --resume-changed to continue under the new settings (summary.json then records both)",
+			r.cfg.Resume, strings.Join(changed, "; "))
+	}
+	r.changes = append(slices.Clone(m.Changes), ConfigChange{Step: m.Step, Changed: changed, Previous: m.Config})
 	return nil
 }
 

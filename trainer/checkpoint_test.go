@@ -106,8 +106,12 @@ func TestResumeErrors(t *testing.T) {
 		want   string
 	}{
 		{"no checkpoint", func(c *Config) { c.Resume = t.TempDir() }, "no checkpoint to resume from"},
-		{"other seed", func(c *Config) { c.Seed = 9 }, "seed was 1, is 9"},
-		{"other model", func(c *Config) { c.Model = "resnet8" }, "model was mlp, is resnet8"},
+		{"other seed", func(c *Config) { c.Seed = 9 }, "seed: 1 → 9"},
+		{"other model", func(c *Config) { c.Model = "resnet8" }, "model: mlp → resnet8"},
+		{"other lr", func(c *Config) { c.LR = 0.5 }, "lr: "},
+		{"other length", func(c *Config) { c.MaxSteps = 30 }, "max-steps: 8 → 30"},
+		{"other schedule", func(c *Config) { c.Schedule = "step" }, "--resume-changed"},
+		{"structural change even when allowed", func(c *Config) { c.Seed, c.ResumeChanged = 9, true }, "seed: 1 → 9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfg
@@ -120,6 +124,18 @@ func TestResumeErrors(t *testing.T) {
 			}
 		})
 	}
+	// Allowed to, a run resumes under a new learning rate and records the change: what the
+	// steps before it ran with, and from which step the new settings hold.
+	c := cfg
+	c.Resume, c.Out, c.LR, c.ResumeChanged = cfg.Out, t.TempDir(), 0.01, true
+	sum, err := Run(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.ConfigChanges) != 1 || sum.ConfigChanges[0].Step != 2 || sum.Config.LR != 0.01 || sum.ConfigChanges[0].Previous.LR == 0.01 ||
+		len(sum.ConfigChanges[0].Changed) != 1 || !strings.HasPrefix(sum.ConfigChanges[0].Changed[0], "lr: ") {
+		t.Errorf("config changes %+v, config lr %g: want one change of lr at step 2", sum.ConfigChanges, sum.Config.LR)
+	}
 	// A damaged rank file is an error naming it, not a panic.
 	files, _ := filepath.Glob(filepath.Join(cfg.Out, checkpointDir, "step-*.gob"))
 	if len(files) != 1 {
@@ -128,7 +144,7 @@ func TestResumeErrors(t *testing.T) {
 	if err := os.WriteFile(files[0], []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := cfg
+	c = cfg
 	c.Resume = cfg.Out
 	if _, err := Run(context.Background(), c, Options{}); err == nil || !strings.Contains(err.Error(), files[0]) {
 		t.Errorf("damaged checkpoint: error %v, want one naming %s", err, files[0])

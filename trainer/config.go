@@ -81,6 +81,10 @@ type Config struct {
 	// Resume continues the run whose checkpoint is in that folder.
 	CheckpointEvery int    `mapstructure:"checkpoint-every" json:"checkpoint_every"`
 	Resume          string `mapstructure:"resume" json:"resume"`
+	// ResumeChanged lets Resume continue under result-shaping settings that differ from
+	// the checkpoint's (see Changed); summary.json then records both configurations and
+	// the step where they changed. Without it such a resumption is refused.
+	ResumeChanged bool `mapstructure:"resume-changed" json:"resume_changed"`
 	// ProfileOut, when set, is where rank 0 writes the model's measured compute per step (a
 	// profile.Profile) after training succeeds.
 	ProfileOut string `mapstructure:"profile-out" json:"profile_out"`
@@ -123,13 +127,17 @@ func Defaults() Config {
 // IsLanguageModel reports whether the configured model is a language model.
 func (c *Config) IsLanguageModel() bool { return c.Model == "lstm" }
 
+// FamilyDefault is the value of lr, momentum, weight-decay and clip-norm that stands for
+// the model family's default (see Resolve); any other negative value is an error.
+const FamilyDefault = -1
+
 // Resolve replaces "family default" markers by the values used by the reference
 // implementations: SGD with momentum 0.9, lr 0.1 and weight decay 1e-4 for CNNs (He et al.);
 // plain SGD with lr 20 and gradient clipping at 0.25 for the LSTM (PyTorch word_language_model).
 func (c *Config) Resolve() {
 	lm := c.IsLanguageModel()
 	pick := func(v *float64, cnn, lstm float64) {
-		if *v < 0 {
+		if *v == FamilyDefault {
 			if lm {
 				*v = lstm
 			} else {
@@ -152,7 +160,7 @@ func (c *Config) Resolve() {
 
 // Validate reports every problem of a resolved configuration at once.
 func (c *Config) Validate() error {
-	var errs []error
+	errs := c.checkFinite()
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.BatchSize <= 0 {
 		bad("batch-size must be positive, got %d", c.BatchSize)
@@ -161,7 +169,7 @@ func (c *Config) Validate() error {
 		bad("epochs and max-steps must not be negative, got %d and %d", c.Epochs, c.MaxSteps)
 	}
 	if c.LR <= 0 {
-		bad("lr must be positive, got %g", c.LR)
+		bad("lr must be positive (or -1: the model family's default), got %g", c.LR)
 	}
 	if c.Momentum < 0 || c.Momentum >= 1 {
 		bad("momentum must be in [0, 1), got %g", c.Momentum)
@@ -232,6 +240,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers < 1 {
 		bad("workers must be at least 1, got %d", c.Workers)
+	}
+	if c.Timeout <= 0 {
+		bad("timeout must be positive, a duration such as 60s: it is how long a silent peer is waited for, got %v", c.Timeout)
+	}
+	if c.CheckEvery < 0 {
+		bad("check-every must not be negative, got %d", c.CheckEvery)
 	}
 	return errors.Join(errs...)
 }

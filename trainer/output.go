@@ -33,7 +33,10 @@ type Summary struct {
 	Sparsity    Sparsity    `json:"sparsity"`
 	Consistency Consistency `json:"consistency"`
 	Complete    bool        `json:"complete"`
-	Error       string      `json:"error,omitempty"`
+	// ConfigChanges lists the resumptions under changed settings (--resume-changed): the
+	// steps before each ran with its Previous configuration, not with Config.
+	ConfigChanges []ConfigChange `json:"config_changes,omitempty"`
+	Error         string         `json:"error,omitempty"`
 }
 
 // Eval is the last evaluation on the test split.

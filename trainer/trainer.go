@@ -119,6 +119,7 @@ type run struct {
 	start   time.Time
 	step    int
 	lastRes *Eval
+	changes []ConfigChange // resumptions under changed settings, see compatible
 }
 
 func newRun(cfg *Config, opts Options) (*run, error) {

@@ -1,0 +1,69 @@
+package trainer
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// SafeKeys are the config keys that do not shape a run's results, which may therefore
+// change between a run and its resumption, or between an experiment's runs, without making
+// the results stale: where the data and outputs live, how often to log, evaluate, check and
+// checkpoint, and the transport's address and failure timeout. Every other key shapes the
+// results (the trained model, its accuracy curve, or its measured speed).
+var SafeKeys = []string{"data-dir", "out", "resume", "profile-out", "checkpoint-every", "log-every", "eval-every", "check-every", "bind-addr", "timeout", "resume-changed"}
+
+// structuralKeys are the result-shaping keys a checkpoint cannot be resumed across at
+// all: the saved parameters, data order and pipeline state would not fit.
+var structuralKeys = []string{"model", "dataset", "pipeline", "workers", "batch-size", "seed", "width", "seq-len", "hidden", "layers", "augment", "momentum-correction"}
+
+// Changed lists, in key order, the result-shaping keys whose values differ between two
+// configurations, each as "key: was → now". Both should be resolved (see Resolve), as
+// summary.json and checkpoints record them.
+func Changed(was, now Config) ([]string, error) {
+	a, err := was.Keys()
+	if err != nil {
+		return nil, err
+	}
+	b, err := now.Keys()
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for k := range a {
+		if !slices.Contains(SafeKeys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []string
+	for _, k := range keys {
+		// Printing compares lists and numbers by value (a nil list and an empty one alike),
+		// as a YAML or JSON round trip leaves them.
+		if x, y := fmt.Sprint(a[k]), fmt.Sprint(b[k]); x != y {
+			out = append(out, fmt.Sprintf("%s: %s → %s", k, x, y))
+		}
+	}
+	return out, nil
+}
+
+// structural returns the changes among changed that touch structuralKeys.
+func structural(changed []string) []string {
+	var out []string
+	for _, c := range changed {
+		key, _, _ := strings.Cut(c, ":")
+		if slices.Contains(structuralKeys, key) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ConfigChange records a resumption under changed settings (--resume-changed): the step
+// the checkpoint held, the result-shaping keys that changed, and the configuration the
+// steps before it ran with.
+type ConfigChange struct {
+	Step     int      `json:"step"`
+	Changed  []string `json:"changed"`
+	Previous Config   `json:"previous"`
+}
