@@ -49,7 +49,7 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.Int("max-steps", d.MaxSteps, "stop after this many steps (0: no limit)")
 	f.Int("batch-size", d.BatchSize, "samples per worker per step (streams for the lstm)")
 	f.Int64("seed", d.Seed, "seed of initialisation, shuffling and augmentation")
-	f.Float64("lr", d.LR, "learning rate (-1: 0.1 for CNNs, 20 for the lstm)")
+	f.Float64("lr", d.LR, "learning rate (-1: 0.1 for CNNs, 0.02 for the mlp, 20 for the lstm)")
 	f.Float64("momentum", d.Momentum, "SGD momentum (-1: 0.9 for CNNs, 0 for the lstm)")
 	f.Bool("nesterov", d.Nesterov, "use Nesterov momentum")
 	f.Float64("weight-decay", d.WeightDecay, "weight decay added to the gradient (-1: 1e-4 for CNNs, 0 for the lstm)")

@@ -12,6 +12,7 @@ const (
 	streamSamples
 	streamChain
 	streamText
+	streamTestSamples
 )
 
 // SyntheticImages makes a labelled set that a small model can learn but not trivially: every
@@ -22,10 +23,33 @@ const (
 // of 10 classes of 3x32x32 right). The set is a function of its arguments and seed only.
 // It panics if n is negative or c, h, w or classes is not positive.
 func SyntheticImages(n, c, h, w, classes int, seed int64) *ImageSet {
+	checkSynthetic(n, c, h, w, classes)
+	return syntheticSamples(n, c, h, w, classes, syntheticPrototypes(c, h, w, classes, seed), rand.New(rand.NewPCG(uint64(seed), streamSamples)))
+}
+
+// SyntheticImageSplits makes a training and a test split of one synthetic task: the
+// training split is SyntheticImages(trainN, ...), and the test split draws testN further
+// images of the same class prototypes, so that a model that learns the training split is
+// judged on the same classes. It panics as SyntheticImages does.
+func SyntheticImageSplits(trainN, testN, c, h, w, classes int, seed int64) (train, test *ImageSet) {
+	checkSynthetic(trainN, c, h, w, classes)
+	checkSynthetic(testN, c, h, w, classes)
+	protos := syntheticPrototypes(c, h, w, classes, seed)
+	train = syntheticSamples(trainN, c, h, w, classes, protos, rand.New(rand.NewPCG(uint64(seed), streamSamples)))
+	test = syntheticSamples(testN, c, h, w, classes, protos, rand.New(rand.NewPCG(uint64(seed), streamTestSamples)))
+	return train, test
+}
+
+func checkSynthetic(n, c, h, w, classes int) {
 	if n < 0 || c <= 0 || h <= 0 || w <= 0 || classes <= 0 {
 		panic(fmt.Sprintf("datasets: SyntheticImages(n=%d, c=%d, h=%d, w=%d, classes=%d): want n >= 0 and positive sizes",
 			n, c, h, w, classes))
 	}
+}
+
+// syntheticPrototypes draws every class's smooth prototype, by class, channel, row and
+// column.
+func syntheticPrototypes(c, h, w, classes int, seed int64) []float64 {
 	pr := rand.New(rand.NewPCG(uint64(seed), streamPrototypes))
 	chw := c * h * w
 	protos := make([]float64, classes*chw)
@@ -54,7 +78,12 @@ func SyntheticImages(n, c, h, w, classes int, seed int64) *ImageSet {
 			}
 		}
 	}
-	sr := rand.New(rand.NewPCG(uint64(seed), streamSamples))
+	return protos
+}
+
+// syntheticSamples draws n images of the prototypes with the nuisances, from sr.
+func syntheticSamples(n, c, h, w, classes int, protos []float64, sr *rand.Rand) *ImageSet {
+	chw := c * h * w
 	set := &ImageSet{Name: "synthetic", C: c, H: h, W: w, Classes: classes,
 		Pixels: make([]uint8, n*chw), Labels: make([]int32, n)}
 	for i := 0; i < n; i++ {

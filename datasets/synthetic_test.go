@@ -27,23 +27,29 @@ func TestSyntheticImagesDeterministic(t *testing.T) {
 	}
 }
 
-// TestSyntheticImagesLearnable fits a nearest-class-mean classifier on part of a synthetic set
-// and checks on the rest that it is far above chance (the set is learnable) but not perfect
-// (the nuisances leave something for a real model to learn).
+// TestSyntheticImagesLearnable fits a nearest-class-mean classifier on a synthetic training
+// split and checks on its test split that it is far above chance (the task is learnable,
+// and the test split has the training split's classes) but not perfect (the nuisances
+// leave something for a real model to learn).
 func TestSyntheticImagesLearnable(t *testing.T) {
 	const classes = 10
-	all := SyntheticImages(1500, 3, 16, 16, classes, 5)
+	train, test := SyntheticImageSplits(1000, 500, 3, 16, 16, classes, 5)
+	if same := SyntheticImages(1000, 3, 16, 16, classes, 5); !slices.Equal(same.Pixels, train.Pixels) || !slices.Equal(same.Labels, train.Labels) {
+		t.Fatal("the training split is not SyntheticImages of the same arguments")
+	}
+	if slices.Equal(train.Pixels[:len(test.Pixels)], test.Pixels) {
+		t.Fatal("the test split repeats the training split")
+	}
 	chw := 3 * 16 * 16
 	means := make([][]float64, classes)
 	counts := make([]int, classes)
 	for k := range means {
 		means[k] = make([]float64, chw)
 	}
-	const nTrain = 1000
-	for i := 0; i < nTrain; i++ {
-		k := all.Labels[i]
+	for i := range train.Len() {
+		k := train.Labels[i]
 		counts[k]++
-		for j, p := range all.Pixels[i*chw : (i+1)*chw] {
+		for j, p := range train.Pixels[i*chw : (i+1)*chw] {
 			means[k][j] += float64(p)
 		}
 	}
@@ -53,24 +59,25 @@ func TestSyntheticImagesLearnable(t *testing.T) {
 		}
 	}
 	correct := 0
-	for i := nTrain; i < all.Len(); i++ {
+	for i := range test.Len() {
 		best, bestD := -1, math.Inf(1)
 		for k := range means {
 			d := 0.0
-			for j, p := range all.Pixels[i*chw : (i+1)*chw] {
+			for j, p := range test.Pixels[i*chw : (i+1)*chw] {
 				d += (float64(p) - means[k][j]) * (float64(p) - means[k][j])
 			}
 			if d < bestD {
 				best, bestD = k, d
 			}
 		}
-		if int32(best) == all.Labels[i] {
+		if int32(best) == test.Labels[i] {
 			correct++
 		}
 	}
-	if acc := float64(correct) / float64(all.Len()-nTrain); acc < 0.6 || acc > 0.97 {
+	if acc := float64(correct) / float64(test.Len()); acc < 0.6 || acc > 0.97 {
 		t.Errorf("nearest-mean accuracy %.3f, want in [0.6, 0.97] (chance 0.1)", acc)
 	}
+	all := train
 	// Not trivially constant: the pixels vary within a class.
 	_, std := all.ChannelStats()
 	for c, s := range std {

@@ -90,8 +90,8 @@ func loadImages(cfg *Config) (train, test *datasets.ImageSet, err error) {
 		return datasets.LoadCIFAR100(cfg.DataDir)
 	}
 	// Synthetic images: CIFAR-shaped, so that every image model runs on them.
-	return datasets.SyntheticImages(5000, 3, 32, 32, 10, cfg.Seed),
-		datasets.SyntheticImages(1000, 3, 32, 32, 10, cfg.Seed+1), nil
+	train, test = datasets.SyntheticImageSplits(5000, 1000, 3, 32, 32, 10, cfg.Seed)
+	return train, test, nil
 }
 
 func loadCorpus(cfg *Config) (*datasets.Corpus, error) {

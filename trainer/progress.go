@@ -42,12 +42,12 @@ func (p *progress) update(row Row, samplesPerBatch int) {
 	p.interval += row.StepMS.Total / 1000
 	p.samples += samplesPerBatch
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("epoch %d loss %.4f", p.epoch+1, row.Loss))
+		p.bar.Describe(fmt.Sprintf("epoch %d loss %.4g", p.epoch+1, row.Loss))
 		p.bar.Add(1)
 		return
 	}
 	if (p.every > 0 && p.done%p.every == 0) || p.done == p.steps {
-		p.logf("epoch %d step %d/%d loss %.4f lr %.4g %.1f samples/s", p.epoch+1, p.done, p.steps,
+		p.logf("epoch %d step %d/%d loss %.4g lr %.4g %.1f samples/s", p.epoch+1, p.done, p.steps,
 			row.Loss, row.LR, float64(p.samples)/p.interval)
 		p.interval, p.samples = 0, 0
 	}

@@ -32,6 +32,21 @@ type stepStats struct {
 	ImbalanceSeen int
 }
 
+// DivergenceFactor bounds a training step's loss: a loss above this many times the first
+// step's (or above this many, when the first is below 1) stops the run as diverging.
+const DivergenceFactor = 100
+
+// diverged reports a training loss that has run away from the first step's, on the step
+// that row records; lr is the learning rate the run was given, for the advice.
+func (s *stepStats) diverged(row Row, lr float64) error {
+	bound := DivergenceFactor * max(s.FirstLoss, 1)
+	if row.Loss <= bound { // also false for NaN, which the model refuses before this
+		return nil
+	}
+	return fmt.Errorf("training diverged at step %d: loss %.4g is over %d times the first step's %.4g; try a lower --lr (this run had %g)",
+		row.Step, row.Loss, DivergenceFactor, s.FirstLoss, lr)
+}
+
 func (s *stepStats) add(row Row, m pipeline.StepMetrics) {
 	if s.Steps == 0 {
 		s.FirstLoss = row.Loss

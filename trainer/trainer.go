@@ -242,6 +242,10 @@ func (r *run) train(ctx context.Context) error {
 			r.rows = append(r.rows, row)
 			r.step++
 			bar.update(row, r.samplesPerStep())
+			if err := r.stats.diverged(row, r.cfg.LR); err != nil {
+				bar.finish()
+				return err
+			}
 			if err := r.afterStep(total); err != nil {
 				bar.finish()
 				return err
@@ -363,7 +367,7 @@ func (r *run) evaluate() error {
 	r.lastRes = ev
 	r.rows = append(r.rows, Row{Kind: "eval", Step: r.step, Epoch: r.epochsDone(0), WallS: time.Since(r.start).Seconds(),
 		Samples: ev.Samples, EvalAcc: ev.Accuracy, EvalLoss: ev.Loss, EvalPPL: ev.Perplexity})
-	msg := fmt.Sprintf("eval after step %d: loss %.4f", r.step, *ev.Loss)
+	msg := fmt.Sprintf("eval after step %d: loss %.4g", r.step, *ev.Loss)
 	if ev.Perplexity != nil {
 		msg += fmt.Sprintf(", perplexity %.2f", *ev.Perplexity)
 	}

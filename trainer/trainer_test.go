@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -91,7 +92,7 @@ func TestRunWritesSummaryAndMetrics(t *testing.T) {
 	if s.Steps != 7 || !s.Complete || got["steps"].(float64) != 7 {
 		t.Errorf("summary says %d steps, complete %v; want 7, true", s.Steps, s.Complete)
 	}
-	if s.Config.LR != 0.1 || s.Config.Momentum != 0.9 {
+	if s.Config.LR != 0.02 || s.Config.Momentum != 0.9 { // the MLP's family defaults
 		t.Errorf("summary holds the unresolved config: lr %g momentum %g", s.Config.LR, s.Config.Momentum)
 	}
 	records := readMetrics(t, cfg.Out)
@@ -204,4 +205,39 @@ func readMetrics(t *testing.T, dir string) [][]string {
 		t.Fatal(err)
 	}
 	return records
+}
+
+// TestDivergenceStops: a run whose loss runs away stops within a few steps of crossing the
+// bound, with an error naming the step and advising a lower lr, and writes what it
+// measured, marked incomplete.
+func TestDivergenceStops(t *testing.T) {
+	cfg := quick(t, "mlp", "synthetic", 200)
+	cfg.LR = 5
+	sum, err := Run(context.Background(), cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "diverged at step") || !strings.Contains(err.Error(), "--lr") {
+		t.Fatalf("error %v, want a divergence naming the step and --lr", err)
+	}
+	if sum == nil || sum.Complete || sum.Steps >= cfg.MaxSteps {
+		t.Fatalf("summary %+v: want an incomplete run stopped early", sum)
+	}
+	rows, err := os.ReadFile(filepath.Join(cfg.Out, "metrics.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(rows), "\ntrain,"); n != sum.Steps {
+		t.Errorf("metrics.csv has %d training rows, the summary %d steps", n, sum.Steps)
+	}
+	// The step that crossed the bound is the last one run.
+	var over int
+	for _, line := range strings.Split(string(rows), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) > 5 && f[0] == "train" {
+			if loss, err := strconv.ParseFloat(f[5], 64); err == nil && loss > DivergenceFactor*max(*sum.InitialLoss, 1) {
+				over++
+			}
+		}
+	}
+	if over != 1 {
+		t.Errorf("%d steps above the bound were run, want the run to stop at the first", over)
+	}
 }
