@@ -7,26 +7,95 @@
 // Every flag of `train` is also a key of a --config YAML file and an SSF_* environment variable
 // (SSF_BATCH_SIZE for --batch-size); flags win over the environment, the environment over the
 // file.
+//
+// Exit codes: 0 done, 1 failed, 2 the command line is wrong (an unknown command or flag, a
+// missing argument, an invalid configuration value), 130 interrupted (SIGINT or SIGTERM:
+// the command stops at its next step and writes what it measured; a second signal ends it
+// at once).
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
+// Exit codes, as shells and schedulers read them.
+const (
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130 // 128 + SIGINT, as shells report a job stopped by Ctrl-C
+)
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+	ctx, interrupted := interruptible()
+	err := newRootCommand().ExecuteContext(ctx)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
-		stop()
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err, interrupted()))
+}
+
+// exitCode is the process's exit code after a command returned err.
+func exitCode(err error, interrupted bool) int {
+	var usage *usageError
+	switch {
+	case interrupted:
+		return exitInterrupted
+	case err == nil:
+		return 0
+	case errors.As(err, &usage), strings.HasPrefix(err.Error(), "unknown command "):
+		// cobra reports an unknown command with an untyped error of this wording.
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// interruptible returns a context that the first SIGINT or SIGTERM cancels, and whether one
+// came. A second signal ends the process at once: the first already asked every command to
+// stop at its next step and write what it measured, and waiting for that is the user's
+// choice to cut short.
+func interruptible() (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Bool
+	go func() {
+		s := <-signals
+		got.Store(true)
+		fmt.Fprintf(os.Stderr, "\n%v: stopping, writing what was measured (again to quit at once)\n", s)
+		cancel()
+		<-signals
+		fmt.Fprintln(os.Stderr, "quitting at once")
+		os.Exit(exitInterrupted)
+	}()
+	return ctx, got.Load
+}
+
+// usageError is a command line that cannot be run as given.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usage marks err, if any, as a usage error.
+func usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &usageError{err}
+}
+
+// usageArgs makes an argument check's errors usage errors.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error { return usage(check(cmd, args)) }
 }
 
 func newRootCommand() *cobra.Command {
@@ -36,6 +105,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newTrainCommand(), newRunCommand(), newPlotCommand(), newSimulateCommand())
 	return root
 }

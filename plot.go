@@ -17,7 +17,7 @@ func newPlotCommand() *cobra.Command {
 from the summary.json and metrics.csv files of its cells (for instance after a
 cell was rerun, or after copying the results from another machine). Nothing is
 trained.`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec, cells, err := experiments.LoadResults(args[0])
 			if err != nil {

@@ -35,7 +35,7 @@ its own training (with the cell's --workers processes), writing
 Cells whose summary.json says the training finished are skipped, and a cell that was
 interrupted resumes from its last checkpoint (checkpoint-every in the experiment), so
 running an experiment again only runs what is missing; --force reruns everything.`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 	}
 	results := cmd.Flags().String("results", "results", "folder that receives the experiment's folder")
 	force := cmd.Flags().Bool("force", false, "rerun every cell from scratch, finished or not")

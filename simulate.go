@@ -73,7 +73,7 @@ Unless --validate=false, the simulator first checks itself against runs measured
 machine (experiments/validation.yaml: every pipeline at 2 and 4 workers over emulated links,
 trained once and kept in --out/validation), and the report opens with the table of predicted
 against measured step times.`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
 	}
 	fl := cmd.Flags()
@@ -154,7 +154,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	bar := newJobBar(sweep.Jobs(), "simulation")
 	sweep.Progress = bar.progress
-	points, err := sweep.Run()
+	points, err := sweep.Run(cmd.Context())
 	bar.finish()
 	if err != nil {
 		return err
@@ -313,7 +313,7 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 		show.finish()
 		return err
 	}
-	return v.Validate(cells)
+	return v.Validate(cmd.Context(), cells)
 }
 
 // newValidator is the simulator's validation, building the runs' pipelines as train does,

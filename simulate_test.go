@@ -55,7 +55,7 @@ func measureAndPredict(t *testing.T, name string, workers int, selection sim.Sel
 		t.Fatalf("%s at %d workers: %v", name, workers, err)
 	}
 	sum := readSummary(t, cfg.Out)
-	row, _, err := newValidator(selection, 0).Predict(&cfg, &sum)
+	row, _, err := newValidator(selection, 0).Predict(context.Background(), &cfg, &sum)
 	if err != nil {
 		t.Fatalf("%s at %d workers: %v", name, workers, err)
 	}

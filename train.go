@@ -22,17 +22,23 @@ into --out (default results/train/<model>-<dataset>-<pipeline>-w<workers>-s<seed
 Every flag is also a key of the --config YAML file and an SSF_* environment variable
 (--batch-size is batch-size: in the file and SSF_BATCH_SIZE in the environment).
 Flags win over the environment, the environment over the file.`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 	}
 	addTrainFlags(cmd.Flags(), trainer.Defaults())
 	cmd.Flags().String("config", "", "YAML file of configuration keys (the flag names)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(cmd.Flags())
 		if err != nil {
-			return err
+			return usage(err)
 		}
 		if _, ok := pipelines[cfg.Pipeline]; !ok {
-			return fmt.Errorf("unknown pipeline %q (available: %s)", cfg.Pipeline, strings.Join(sortedKeys(pipelines), ", "))
+			return usage(fmt.Errorf("unknown pipeline %q (available: %s)", cfg.Pipeline, strings.Join(sortedKeys(pipelines), ", ")))
+		}
+		// Checked here, before any worker process starts, rather than in each of them.
+		resolved := cfg
+		resolved.Resolve()
+		if err := resolved.Validate(); err != nil {
+			return usage(fmt.Errorf("invalid configuration:\n%w", err))
 		}
 		return train(cmd.Context(), cfg)
 	}

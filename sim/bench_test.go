@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/netmodel"
@@ -23,7 +24,7 @@ func BenchmarkResNet50At256(b *testing.B) {
 		Factory: func(name string, _ Net) (Factory, error) { return factories[name], nil },
 	}
 	for b.Loop() {
-		points, err := sweep.Run()
+		points, err := sweep.Run(context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}

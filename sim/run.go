@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -64,16 +65,17 @@ type Result struct {
 	StepMS         []float64 `json:"step_ms"` // every step's iteration time, warm-up included
 }
 
-// Simulate runs job and returns its prediction.
-func Simulate(job Job) (Result, error) {
-	res, _, err := simulate(job, false)
+// Simulate runs job and returns its prediction. Cancelling ctx stops it at the next
+// simulated step of every rank, with ctx's error.
+func Simulate(ctx context.Context, job Job) (Result, error) {
+	res, _, err := simulate(ctx, job, false)
 	return res, err
 }
 
 // simulate runs job; with keep it also returns every rank's aggregated gradients of the
 // last step, by rank and tensor id (forward order), which tests compare with a run of the
 // same pipeline on another backend.
-func simulate(job Job, keep bool) (Result, [][][]float32, error) {
+func simulate(ctx context.Context, job Job, keep bool) (Result, [][][]float32, error) {
 	if err := job.check(); err != nil {
 		return Result{}, nil, err
 	}
@@ -93,6 +95,14 @@ func simulate(job Job, keep bool) (Result, [][][]float32, error) {
 	for r := 1; r < len(comms); r++ {
 		grads[r] = NewGradients(job.Profile, rankSeed(job.Seed, r), job.Density)
 	}
+	// Ranks that move real data may be waiting for each other in a collective when ctx
+	// ends: closing the communicators releases them.
+	stop := context.AfterFunc(ctx, func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	defer stop()
 	records := make([][]stepRecord, len(comms))
 	kept := make([][][]float32, len(comms))
 	errs := make([]error, len(comms))
@@ -101,13 +111,16 @@ func simulate(job Job, keep bool) (Result, [][][]float32, error) {
 		wg.Go(func() {
 			defer comm.Close()
 			rk := &rankRun{job: &job, clock: clock, comm: comm, grads: grads[r]}
-			records[r], errs[r] = rk.run(steps)
+			records[r], errs[r] = rk.run(ctx, steps)
 			if keep && errs[r] == nil {
 				kept[r] = rk.aggregated()
 			}
 		})
 	}
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return Result{}, nil, err
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Result{}, nil, err
 	}
@@ -170,8 +183,8 @@ type rankRun struct {
 	tensors []pipeline.Tensor
 }
 
-// run builds the pipeline and runs steps steps on the rank's goroutine.
-func (rk *rankRun) run(steps int) ([]stepRecord, error) {
+// run builds the pipeline and runs steps steps on the rank's goroutine, until ctx ends.
+func (rk *rankRun) run(ctx context.Context, steps int) ([]stepRecord, error) {
 	prof := rk.job.Profile
 	n := len(prof.Tensors)
 	rk.tensors = make([]pipeline.Tensor, n)
@@ -191,6 +204,9 @@ func (rk *rankRun) run(steps int) ([]stepRecord, error) {
 	}
 	records := make([]stepRecord, 0, steps)
 	for s := range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		rec, err := rk.step(pipe, s)
 		if err != nil {
 			return nil, fmt.Errorf("sim: rank %d, step %d: %w", rk.comm.Rank(), s, err)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -73,7 +74,7 @@ func TestDenseStepTimeByHand(t *testing.T) {
 		Tensors: []profile.Tensor{{Name: "w", Numel: 1000, BackwardMS: 5}}}
 	cost := flatCost{alpha: time.Millisecond, beta: time.Microsecond}
 	for _, real := range []bool{false, true} {
-		res, err := Simulate(Job{Profile: p, Workers: 2, Network: cost, Pipeline: factories["dense"], Real: real, Steps: 3, Warmup: 1})
+		res, err := Simulate(context.Background(), Job{Profile: p, Workers: 2, Network: cost, Pipeline: factories["dense"], Real: real, Steps: 3, Warmup: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +93,7 @@ func TestPipelinesRunOnTheVirtualClock(t *testing.T) {
 	sel := SelectionModel{Kinds: map[string]Linear{"topk": {PerCallNS: 1e5, PerElementNS: 10}, "threshold": {PerElementNS: 1}}}
 	for name, f := range factories {
 		t.Run(name, func(t *testing.T) {
-			res, err := Simulate(Job{Profile: prof, Workers: 64, Network: flatCost{alpha: 100 * time.Microsecond, beta: time.Nanosecond}, Selection: sel, Pipeline: f, Density: sparse.Density})
+			res, err := Simulate(context.Background(), Job{Profile: prof, Workers: 64, Network: flatCost{alpha: 100 * time.Microsecond, beta: time.Nanosecond}, Selection: sel, Pipeline: f, Density: sparse.Density})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +121,7 @@ func TestSameGradientsAsInProcess(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			job := Job{Profile: prof, Workers: workers, Network: flatCost{alpha: time.Millisecond, beta: time.Nanosecond},
 				Pipeline: f, Real: true, Steps: steps, Warmup: 1, Seed: 7, Density: sparse.Density}
-			_, got, err := simulate(job, true)
+			_, got, err := simulate(context.Background(), job, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +151,7 @@ func inProcess(t *testing.T, job Job) [][][]float32 {
 		wg.Go(func() {
 			defer comm.Close()
 			rk := &rankRun{job: &job, clock: clock, comm: comm, grads: NewGradients(job.Profile, rankSeed(job.Seed, r), job.Density)}
-			if _, errs[r] = rk.run(job.Steps); errs[r] == nil {
+			if _, errs[r] = rk.run(context.Background(), job.Steps); errs[r] == nil {
 				out[r] = rk.aggregated()
 			}
 		})
@@ -174,12 +175,12 @@ func TestLoneRankAgreesWithRealRanks(t *testing.T) {
 	for name, f := range factories {
 		for _, workers := range []int{2, 4} {
 			job := Job{Profile: prof, Workers: workers, Network: cost, Selection: sel, Pipeline: f, Density: sparse.Density, Steps: 12, Seed: 3}
-			lone, err := Simulate(job)
+			lone, err := Simulate(context.Background(), job)
 			if err != nil {
 				t.Fatal(err)
 			}
 			job.Real = true
-			real, err := Simulate(job)
+			real, err := Simulate(context.Background(), job)
 			if err != nil {
 				t.Fatal(err)
 			}

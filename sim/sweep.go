@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -63,7 +64,8 @@ func (j *sweepJob) label() string {
 
 // Run simulates every combination, one rank standing for all, and returns the points in
 // the order profile, network, pipeline, workers. Up to Parallel jobs run at once.
-func (s *Sweep) Run() ([]Point, error) {
+// Cancelling ctx stops the running jobs at their next step and starts no more.
+func (s *Sweep) Run(ctx context.Context) ([]Point, error) {
 	jobs, err := s.plan()
 	if err != nil {
 		return nil, err
@@ -80,7 +82,7 @@ func (s *Sweep) Run() ([]Point, error) {
 		wg.Go(func() {
 			for i := range queue {
 				j := &jobs[i]
-				res, err := Simulate(j.job)
+				res, err := Simulate(ctx, j.job)
 				mu.Lock()
 				if err != nil && first == nil {
 					first = fmt.Errorf("simulating %s: %w", j.label(), err)
@@ -98,13 +100,16 @@ func (s *Sweep) Run() ([]Point, error) {
 		mu.Lock()
 		failed := first != nil
 		mu.Unlock()
-		if failed {
+		if failed || ctx.Err() != nil {
 			break
 		}
 		queue <- i
 	}
 	close(queue)
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if first != nil {
 		return nil, first
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,7 +104,7 @@ type Validator struct {
 // A shared machine can stall one run; a model that is wrong misses twice. So cells whose
 // prediction missed by more than the tolerance are measured once more, from scratch, and
 // predicted again; their rows say so.
-func (v *Validator) Validate(cells []experiments.Cell) (*Validation, error) {
+func (v *Validator) Validate(ctx context.Context, cells []experiments.Cell) (*Validation, error) {
 	for i := range cells {
 		cells[i].Config.ProfileOut = filepath.Join(cells[i].Config.Out, "profile.json")
 	}
@@ -111,7 +112,7 @@ func (v *Validator) Validate(cells []experiments.Cell) (*Validation, error) {
 		return nil, fmt.Errorf("validation runs: %w", err)
 	}
 	val := &Validation{Tolerance: v.Tolerance, Rows: make([]ValidationRow, len(cells))}
-	if err := v.predictCells(val, cells); err != nil {
+	if err := v.predictCells(ctx, val, cells); err != nil {
 		return nil, err
 	}
 	var again []experiments.Cell
@@ -128,7 +129,7 @@ func (v *Validator) Validate(cells []experiments.Cell) (*Validation, error) {
 		return nil, fmt.Errorf("validation runs: %w", err)
 	}
 	redo := &Validation{Rows: make([]ValidationRow, len(again))}
-	if err := v.predictCells(redo, again); err != nil {
+	if err := v.predictCells(ctx, redo, again); err != nil {
 		return nil, err
 	}
 	for j, i := range rows {
@@ -139,9 +140,9 @@ func (v *Validator) Validate(cells []experiments.Cell) (*Validation, error) {
 }
 
 // predictCells fills val's rows and setting with the predictions of cells.
-func (v *Validator) predictCells(val *Validation, cells []experiments.Cell) error {
+func (v *Validator) predictCells(ctx context.Context, val *Validation, cells []experiments.Cell) error {
 	for i, c := range cells {
-		row, setting, err := v.predictCell(c)
+		row, setting, err := v.predictCell(ctx, c)
 		if err != nil {
 			return fmt.Errorf("validation cell %s: %w", c.Name, err)
 		}
@@ -151,7 +152,7 @@ func (v *Validator) predictCells(val *Validation, cells []experiments.Cell) erro
 }
 
 // predictCell predicts one measured cell from the summary it wrote.
-func (v *Validator) predictCell(c experiments.Cell) (ValidationRow, string, error) {
+func (v *Validator) predictCell(ctx context.Context, c experiments.Cell) (ValidationRow, string, error) {
 	path := filepath.Join(c.Config.Out, "summary.json")
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -161,13 +162,13 @@ func (v *Validator) predictCell(c experiments.Cell) (ValidationRow, string, erro
 	if err := json.Unmarshal(data, &sum); err != nil {
 		return ValidationRow{}, "", fmt.Errorf("reading %s: %w", path, err)
 	}
-	return v.Predict(&c.Config, &sum)
+	return v.Predict(ctx, &c.Config, &sum)
 }
 
 // Predict simulates a measured run from the profile it wrote (cfg.ProfileOut) and its
 // configuration, on the network its links were emulated as, with ranks that move real data
 // as the run's did. It returns the comparison and the setting in words.
-func (v *Validator) Predict(cfg *trainer.Config, sum *trainer.Summary) (ValidationRow, string, error) {
+func (v *Validator) Predict(ctx context.Context, cfg *trainer.Config, sum *trainer.Summary) (ValidationRow, string, error) {
 	prof, err := profile.Load(cfg.ProfileOut)
 	if err != nil {
 		return ValidationRow{}, "", err
@@ -176,7 +177,7 @@ func (v *Validator) Predict(cfg *trainer.Config, sum *trainer.Summary) (Validati
 	if err != nil {
 		return ValidationRow{}, "", err
 	}
-	res, err := Simulate(Job{
+	res, err := Simulate(ctx, Job{
 		Profile: prof, Workers: cfg.Workers, Network: net, Selection: v.Selection, Real: true, Seed: 1, Density: cfg.Density,
 		Pipeline: func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 			return v.Build(cfg, comm, tensors)

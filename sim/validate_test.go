@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -70,7 +71,7 @@ func TestValidatorRemeasuresMisses(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Config.ProfileOut = path
-		row, _, err := v.Predict(&c.Config, &trainer.Summary{})
+		row, _, err := v.Predict(context.Background(), &c.Config, &trainer.Summary{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +106,7 @@ func TestValidatorRemeasuresMisses(t *testing.T) {
 		}
 		return nil
 	}
-	val, err := v.Validate(cells)
+	val, err := v.Validate(context.Background(), cells)
 	if err != nil {
 		t.Fatal(err)
 	}

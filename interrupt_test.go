@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ssfusion/ssfusion/trainer"
+)
+
+// mainEnv makes the test binary run main instead of the tests, so that tests can run
+// the command as a user would, signals and exit codes included.
+const mainEnv = "SSFUSION_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// command starts this program with args in dir.
+func command(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out
+}
+
+// exitCodeOf is the exit code of a finished command.
+func exitCodeOf(t *testing.T, err error) int {
+	t.Helper()
+	var exit *exec.ExitError
+	if err == nil {
+		return 0
+	}
+	if !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return exit.ExitCode()
+}
+
+// TestInterruptStopsCommands: SIGINT or SIGTERM stops a long command within about two
+// seconds, with exit code 130, leaving what it measured (train, run) and no half-written
+// report (simulate).
+func TestInterruptStopsCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the command in child processes")
+	}
+	experiment := "name: long\nbase: {model: mlp, dataset: synthetic, max-steps: 1000000, eval-every: 1000000}\nmatrix: {pipeline: [dense]}\n"
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		signal syscall.Signal
+		// wrote is the file the stopped command leaves; empty: none to check.
+		wrote string
+		// absent is a file it must not leave.
+		absent string
+	}{
+		{"train", []string{"train", "--model", "mlp", "--dataset", "synthetic", "--max-steps", "1000000", "--out", "out"}, syscall.SIGINT, "out/summary.json", ""},
+		{"run", []string{"run", "long.yaml", "--results", "results"}, syscall.SIGTERM, "results/long/pipeline-dense/summary.json", ""},
+		{"simulate", []string{"simulate", "--validate=false", "--profile", "resnet50", "--pipelines", "pertensor", "--workers", "256", "--bandwidth", "10Gbit", "--steps", "100000", "--out", "sim"}, syscall.SIGINT, "", "sim/report.md"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "long.yaml"), []byte(experiment), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd, out := command(t, dir, tc.args...)
+			time.Sleep(3 * time.Second) // under way
+			sent := time.Now()
+			if err := cmd.Process.Signal(tc.signal); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("still running 20 s after the signal; output:\n%s", out)
+			}
+			took := time.Since(sent)
+			if code := exitCodeOf(t, err); code != exitInterrupted {
+				t.Fatalf("exit code %d, want %d; output:\n%s", code, exitInterrupted, out)
+			}
+			// About two seconds; the bound leaves room for a loaded machine.
+			if took > 6*time.Second {
+				t.Errorf("stopped %v after the signal", took)
+			}
+			if tc.wrote != "" {
+				raw, err := os.ReadFile(filepath.Join(dir, tc.wrote))
+				if err != nil {
+					t.Fatalf("the stopped command left no %s: %v; output:\n%s", tc.wrote, err, out)
+				}
+				var sum trainer.Summary
+				if err := json.Unmarshal(raw, &sum); err != nil || sum.Complete || sum.Steps == 0 {
+					t.Errorf("%s: %v, complete %v after %d steps; want an incomplete run's summary", tc.wrote, err, sum.Complete, sum.Steps)
+				}
+			}
+			if tc.absent != "" {
+				if _, err := os.Stat(filepath.Join(dir, tc.absent)); err == nil {
+					t.Errorf("the stopped command wrote %s", tc.absent)
+				}
+			}
+		})
+	}
+}
+
+// TestExitCodes: a command line that cannot run exits 2, a failure 1.
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"bogus"}, exitUsage},
+		{[]string{"train", "--no-such-flag"}, exitUsage},
+		{[]string{"train", "--lr", "-5"}, exitUsage},
+		{[]string{"train", "--max-steps", "NaN"}, exitUsage},
+		{[]string{"plot"}, exitUsage},
+		{[]string{"plot", "/nonexistent"}, exitFailure},
+	} {
+		cmd, out := command(t, t.TempDir(), tc.args...)
+		if code := exitCodeOf(t, cmd.Wait()); code != tc.want {
+			t.Errorf("%v: exit code %d, want %d; output:\n%s", tc.args, code, tc.want, out)
+		}
+	}
+}
