@@ -44,10 +44,27 @@ func train(ctx context.Context, cfg trainer.Config) error {
 	case cfg.Workers > 1 && cfg.Backend == "inproc":
 		return runInProc(ctx, cfg)
 	case cfg.Workers > 1:
+		if err := beforeLaunch(cfg); err != nil {
+			return err
+		}
 		return dist.Launch(ctx, dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:]})
 	}
 	_, err = trainer.Run(ctx, cfg, options(cfg, nil, true))
 	return err
+}
+
+// beforeLaunch checks, before the launcher starts a process, what would otherwise fail in
+// every worker once all have started: that the results can be written, and that every
+// rank's shard of the data fills at least one batch.
+func beforeLaunch(cfg trainer.Config) error {
+	cfg.Resolve()
+	if cfg.Out == "" {
+		cfg.Out = trainer.DefaultOut(&cfg)
+	}
+	if err := trainer.CheckOut(cfg.Out); err != nil {
+		return err
+	}
+	return trainer.CheckData(&cfg)
 }
 
 // options wires the pipeline named by cfg to comm; only a process that logs shows progress.

@@ -126,3 +126,34 @@ func TestMomentumCorrection(t *testing.T) {
 		t.Errorf("dense with momentum correction: error %v, want one naming momentum-correction", err)
 	}
 }
+
+// TestBeforeLaunch: the launcher refuses, before starting any process, a job whose results
+// could not be written or whose ranks would not each get a full batch.
+func TestBeforeLaunch(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(c *trainer.Config)
+		want   string
+	}{
+		{"too many workers", func(c *trainer.Config) { c.Workers = 1000 }, "make no batch"},
+		{"unwritable output", func(c *trainer.Config) { c.Out = filepath.Join(file, "out") }, "output folder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := trainer.Defaults()
+			cfg.Model, cfg.Dataset, cfg.Workers, cfg.Out = "mlp", "synthetic", 2, t.TempDir()
+			tc.change(&cfg)
+			if err := beforeLaunch(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+	cfg := trainer.Defaults()
+	cfg.Model, cfg.Dataset, cfg.Workers, cfg.Out = "mlp", "synthetic", 2, t.TempDir()
+	if err := beforeLaunch(cfg); err != nil {
+		t.Fatalf("a job that can run: %v", err)
+	}
+}

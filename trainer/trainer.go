@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -40,6 +41,21 @@ type Options struct {
 	AfterStep func(steps int)
 }
 
+// CheckOut creates dir and checks that files can be written there, so that a run whose
+// results could not be saved fails before it trains rather than after.
+func CheckOut(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output folder: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("output folder %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
 // DefaultOut is where a run writes when --out is not given: results/train/<run>/.
 func DefaultOut(cfg *Config) string {
 	name := fmt.Sprintf("%s-%s-%s-w%d-s%d", cfg.Model, cfg.Dataset, cfg.Pipeline, cfg.Workers, cfg.Seed)
@@ -55,6 +71,11 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 	}
 	if cfg.Out == "" {
 		cfg.Out = DefaultOut(&cfg)
+	}
+	if opts.Comm == nil || opts.Comm.Rank() == 0 {
+		if err := CheckOut(cfg.Out); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
