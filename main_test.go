@@ -143,3 +143,33 @@ func TestConfigRefusesWhatWouldBeSilentlyWrong(t *testing.T) {
 		t.Fatalf("-1 for lr and momentum: %v, lr %g, momentum %g; want the CNN defaults", err, cfg.LR, cfg.Momentum)
 	}
 }
+
+// FuzzLoadConfig: whatever a --config file holds, reading it fails with an error or gives a
+// configuration that Validate judges, and nothing panics.
+func FuzzLoadConfig(f *testing.F) {
+	for _, seed := range []string{
+		"model: vgg11\nbatch-size: 16\nlr: 0.5\nmilestones: [10, 20]\ntimeout: 5s\n",
+		"max-steps: 5.7\n", "timeout: 10\n", "density: .nan\n", "lr: -5\n", "milestones: 1,2,3\n",
+		"workers: 99999999999999999999\n", "model: [a, b]\n", "- 1\n- 2\n", "{",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file := filepath.Join(t.TempDir(), "run.yaml")
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := newTrainCommand()
+		if err := cmd.Flags().Parse([]string{"--config", file}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig(cmd.Flags())
+		if err != nil {
+			return
+		}
+		cfg.Resolve()
+		if cfg.Validate() == nil && (cfg.BatchSize <= 0 || cfg.Timeout <= 0 || !(cfg.Density > 0 && cfg.Density <= 1)) {
+			t.Fatalf("Validate accepted %+v", cfg)
+		}
+	})
+}
