@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +45,7 @@ type simulateFlags struct {
 	validation                      string
 	tolerance                       float64
 	parallel                        int
+	memory                          string
 }
 
 func newSimulateCommand() *cobra.Command {
@@ -94,7 +97,8 @@ against measured step times.`,
 	fl.Float64Var(&f.selectionSpeed, "selection-speed", 1, "selection speed factor: the selection model's times are divided by it")
 	fl.IntVar(&f.steps, "steps", sim.DefaultSteps, "steps simulated per job")
 	fl.IntVar(&f.warmup, "warmup", sim.DefaultWarmup, "first steps left out of the averages (0: the default, or all steps but the last)")
-	fl.IntVar(&f.parallel, "jobs", runtime.NumCPU(), "simulations run at once (each holds one rank's gradients and buffers)")
+	fl.IntVar(&f.parallel, "jobs", runtime.NumCPU(), "simulations run at most at once (each holds one rank's gradients and buffers)")
+	fl.StringVar(&f.memory, "memory", "2GB", "memory the simulations may hold together, e.g. 2GB or 512MB; jobs wait for room (0: no limit)")
 	fl.StringVar(&f.out, "out", filepath.Join("results", "simulate"), "folder for the report, tables and plots")
 	fl.BoolVar(&f.validate, "validate", true, "check the simulator against runs measured on this machine first")
 	fl.StringVar(&f.validation, "validation", filepath.Join("experiments", "validation.yaml"), "experiment whose runs the validation measures")
@@ -129,6 +133,15 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if !(f.tolerance >= 0) {
 		return fmt.Errorf("--tolerance must be at least 0, got %g", f.tolerance)
 	}
+	memory, err := parseBytes(f.memory)
+	if err != nil {
+		return usage(fmt.Errorf("--memory: %w", err))
+	}
+	if memory > 0 {
+		// The runtime collects harder as the heap nears the limit, so that what the
+		// jobs no longer need does not add up to more than the budget allows.
+		debug.SetMemoryLimit(memory)
+	}
 	// Build every pipeline once, on a toy tensor, so that a bad setting (an unknown
 	// pipeline, --density 2, an unknown --selector) fails now rather than after the
 	// validation trainings.
@@ -150,7 +163,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	sweep := &sim.Sweep{
 		Profiles: profiles, Pipelines: f.pipelines, Workers: f.workers, Networks: nets, Selection: selection,
 		Factory: func(name string, net sim.Net) (sim.Factory, error) { return simFactory(f, name, net, selection) },
-		Density: f.density, Steps: f.steps, Warmup: f.warmup, Seed: 1, Parallel: f.parallel,
+		Density: f.density, Steps: f.steps, Warmup: f.warmup, Seed: 1, Parallel: f.parallel, MemoryLimit: memory,
 	}
 	bar := newJobBar(sweep.Jobs(), "simulation")
 	sweep.Progress = bar.progress
@@ -364,4 +377,25 @@ func (b *jobBar) finish() {
 		b.bar.Finish()
 		fmt.Fprintln(os.Stderr)
 	}
+}
+
+// parseBytes reads a size such as 2GB, 512MB, 1.5GiB or 1000000 (bytes); 0 is none.
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		scale  float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	scale := 1.0
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			t, scale = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.scale
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || !(v >= 0) || math.IsInf(v, 0) || v*scale > math.MaxInt64 {
+		return 0, fmt.Errorf("%q is not a size such as 2GB or 512MB", s)
+	}
+	return int64(v * scale), nil
 }

@@ -59,7 +59,8 @@ type SparseBuffer struct {
 	dst     [][]float32 // by tensor id: Grad of the buffer's tensors, nil elsewhere
 	send    []byte
 	out     [][]byte
-	decoded [][]compress.SparseTensor // by rank
+	decoded [][]compress.SparseTensor // by rank: its scratch for decoding
+	views   [][]compress.SparseTensor // by rank: its decoded message, maybe another rank's
 }
 
 // NewSparseBuffer returns the sparse buffer of tensors ids.
@@ -94,10 +95,13 @@ func (s *SparseBuffer) Received() [][]byte { return s.out }
 // Average sets every tensor of the buffer to the average of all ranks' sparse gradients;
 // elements no rank sent become zero. It checks every rank's message first: an unknown or
 // foreign tensor, an index out of range or a non-finite value is an error naming the rank.
+// A message that is the very bytes of the rank before it (a simulated rank standing for
+// many returns one copy for all) is decoded once, so memory does not grow with the ranks.
 func (s *SparseBuffer) Average() error {
 	if len(s.decoded) < len(s.out) {
 		s.decoded = append(s.decoded, make([][]compress.SparseTensor, len(s.out)-len(s.decoded))...)
 	}
+	s.views = append(s.views[:0], make([][]compress.SparseTensor, len(s.out))...)
 	numel := func(id int) int {
 		if n, ok := s.member[id]; ok {
 			return n
@@ -105,10 +109,20 @@ func (s *SparseBuffer) Average() error {
 		return -1
 	}
 	for r, msg := range s.out {
+		if r > 0 && sameBytes(msg, s.out[r-1]) {
+			s.views[r] = s.views[r-1]
+			continue
+		}
 		var err error
 		if s.decoded[r], err = compress.DecodeSparse(msg, numel, s.decoded[r]); err != nil {
 			return fmt.Errorf("sparse gradients from rank %d: %w", r, err)
 		}
+		s.views[r] = s.decoded[r]
 	}
-	return compress.ScatterAverage(s.dst, s.decoded[:len(s.out)], len(s.out))
+	return compress.ScatterAverage(s.dst, s.views, len(s.out))
+}
+
+// sameBytes reports whether a and b are one slice of memory, not merely equal.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -29,9 +29,13 @@ type Sweep struct {
 	Density       float64
 	Steps, Warmup int
 	Seed          uint64
-	// Parallel is how many jobs run at once (at least one). Each holds one rank's
+	// Parallel is how many jobs run at most at once (at least one). Each holds one rank's
 	// gradients, residuals and buffers.
 	Parallel int
+	// MemoryLimit, if positive, bounds in bytes what the running jobs hold together, as
+	// JobMemory estimates it: a job starts when it fits beside the running ones (or runs
+	// alone when it does not fit at all).
+	MemoryLimit int64
 	// Progress, if set, is told after each job ends; calls do not overlap.
 	Progress func(done, total int, job string)
 }
@@ -56,6 +60,7 @@ func (s *Sweep) Jobs() int {
 type sweepJob struct {
 	model, net, pipe string
 	job              Job
+	grads            *sharedGradients // its profile's, made when first needed
 }
 
 func (j *sweepJob) label() string {
@@ -71,6 +76,10 @@ func (s *Sweep) Run(ctx context.Context) ([]Point, error) {
 		return nil, err
 	}
 	points := make([]Point, len(jobs))
+	mem := newBudget(s.MemoryLimit)
+	for _, j := range jobs {
+		j.grads.budget = mem
+	}
 	queue := make(chan int) // indices into jobs and points
 	var (
 		mu    sync.Mutex
@@ -82,7 +91,13 @@ func (s *Sweep) Run(ctx context.Context) ([]Point, error) {
 		wg.Go(func() {
 			for i := range queue {
 				j := &jobs[i]
+				j.job.Gradients = j.grads.get()
+				need := JobMemory(j.job.Profile)
+				mem.take(need, true)
 				res, err := Simulate(ctx, j.job)
+				j.job.Gradients = nil
+				mem.give(need, true)
+				j.grads.done()
 				mu.Lock()
 				if err != nil && first == nil {
 					first = fmt.Errorf("simulating %s: %w", j.label(), err)
@@ -121,7 +136,7 @@ func (s *Sweep) Run(ctx context.Context) ([]Point, error) {
 func (s *Sweep) plan() ([]sweepJob, error) {
 	var jobs []sweepJob
 	for _, prof := range s.Profiles {
-		grads := NewGradients(prof, s.Seed, s.Density)
+		grads := &sharedGradients{prof: prof, seed: s.Seed, density: s.Density}
 		for _, net := range s.Networks {
 			if err := net.Model.Check(); err != nil {
 				return nil, fmt.Errorf("network %s: %w", net.Name, err)
@@ -135,8 +150,10 @@ func (s *Sweep) plan() ([]sweepJob, error) {
 					jobs = append(jobs, sweepJob{
 						model: prof.Model, net: net.Name, pipe: name,
 						job: Job{Profile: prof, Workers: w, Network: net.Model, Selection: s.Selection, Pipeline: factory,
-							Steps: s.Steps, Warmup: s.Warmup, Gradients: grads, Seed: s.Seed, Density: s.Density},
+							Steps: s.Steps, Warmup: s.Warmup, Seed: s.Seed, Density: s.Density},
+						grads: grads,
 					})
+					grads.left++
 				}
 			}
 		}
