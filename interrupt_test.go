@@ -32,6 +32,9 @@ func command(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	// A group of its own, which the test signals whole, as a terminal's Ctrl-C reaches the
+	// command and every process it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -53,9 +56,10 @@ func exitCodeOf(t *testing.T, err error) int {
 	return exit.ExitCode()
 }
 
-// TestInterruptStopsCommands: SIGINT or SIGTERM stops a long command within about two
-// seconds, with exit code 130, leaving what it measured (train, run) and no half-written
-// report (simulate).
+// TestInterruptStopsCommands: SIGINT (to the whole process group, as Ctrl-C sends it) or
+// SIGTERM (to the command) stops a long command within about two seconds, with exit code
+// 130, leaving what it measured (train alone or with worker processes, run and its cell's
+// training) and no half-written report (simulate).
 func TestInterruptStopsCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the command in child processes")
@@ -71,7 +75,9 @@ func TestInterruptStopsCommands(t *testing.T) {
 		absent string
 	}{
 		{"train", []string{"train", "--model", "mlp", "--dataset", "synthetic", "--max-steps", "1000000", "--out", "out"}, syscall.SIGINT, "out/summary.json", ""},
-		{"run", []string{"run", "long.yaml", "--results", "results"}, syscall.SIGTERM, "results/long/pipeline-dense/summary.json", ""},
+		{"train with workers", []string{"train", "--model", "mlp", "--dataset", "synthetic", "--workers", "2", "--max-steps", "1000000", "--out", "out"}, syscall.SIGINT, "out/summary.json", ""},
+		{"run", []string{"run", "long.yaml", "--results", "results"}, syscall.SIGINT, "results/long/pipeline-dense/summary.json", ""},
+		{"run, terminated", []string{"run", "long.yaml", "--results", "results"}, syscall.SIGTERM, "results/long/pipeline-dense/summary.json", ""},
 		{"simulate", []string{"simulate", "--validate=false", "--profile", "resnet50", "--pipelines", "pertensor", "--workers", "256", "--bandwidth", "10Gbit", "--steps", "100000", "--out", "sim"}, syscall.SIGINT, "", "sim/report.md"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,7 +88,11 @@ func TestInterruptStopsCommands(t *testing.T) {
 			cmd, out := command(t, dir, tc.args...)
 			time.Sleep(3 * time.Second) // under way
 			sent := time.Now()
-			if err := cmd.Process.Signal(tc.signal); err != nil {
+			pid := cmd.Process.Pid
+			if tc.signal == syscall.SIGINT {
+				pid = -pid // the group
+			}
+			if err := syscall.Kill(pid, tc.signal); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
@@ -132,6 +142,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"train", "--lr", "-5"}, exitUsage},
 		{[]string{"train", "--max-steps", "NaN"}, exitUsage},
 		{[]string{"plot"}, exitUsage},
+		{[]string{"train", "--backend", "carrier-pigeon"}, exitUsage},
+		{[]string{"train", "--bandwidth", "fast"}, exitUsage},
+		{[]string{"simulate", "--validate=false", "--workers", "0"}, exitUsage},
+		{[]string{"simulate", "--validate=false", "--density", "2"}, exitUsage},
+		{[]string{"train", "--resume", "/nonexistent"}, exitFailure},
 		{[]string{"plot", "/nonexistent"}, exitFailure},
 	} {
 		cmd, out := command(t, t.TempDir(), tc.args...)

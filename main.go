@@ -58,23 +58,37 @@ func exitCode(err error, interrupted bool) int {
 	return exitFailure
 }
 
+// childEnv marks a process this program started (a cell's training, a job's worker).
+const childEnv = "SSFUSION_CHILD"
+
+// childEnviron is the environment of a process this program starts: environ, marked.
+func childEnviron(environ []string) []string { return append(environ, childEnv+"=1") }
+
 // interruptible returns a context that the first SIGINT or SIGTERM cancels, and whether one
-// came. A second signal ends the process at once: the first already asked every command to
-// stop at its next step and write what it measured, and waiting for that is the user's
-// choice to cut short.
+// came. In the process the user started, a second signal ends it at once: the first
+// already asked every command to stop at its next step and write what it measured, and
+// waiting for that is the user's to cut short. A child process ignores further signals:
+// Ctrl-C reaches it from the terminal and again from its parent, which is one request to
+// stop, and its parent is there to end it if it does not.
 func interruptible() (context.Context, func() bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	child := os.Getenv(childEnv) == "1"
 	var got atomic.Bool
 	go func() {
 		s := <-signals
 		got.Store(true)
-		fmt.Fprintf(os.Stderr, "\n%v: stopping, writing what was measured (again to quit at once)\n", s)
+		if !child {
+			fmt.Fprintf(os.Stderr, "\n%v: stopping, writing what was measured (again to quit at once)\n", s)
+		}
 		cancel()
-		<-signals
-		fmt.Fprintln(os.Stderr, "quitting at once")
-		os.Exit(exitInterrupted)
+		for range signals {
+			if !child {
+				fmt.Fprintln(os.Stderr, "quitting at once")
+				os.Exit(exitInterrupted)
+			}
+		}
 	}()
 	return ctx, got.Load
 }

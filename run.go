@@ -51,6 +51,9 @@ running an experiment again only runs what is missing; --force reruns everything
 		// SSF_* variables reach the cells through their config.yaml, where they are
 		// recorded, and the report names them; the trainings themselves do not see them.
 		spec.Env = experiments.EnvOverrides(os.Environ())
+		if *dataDir != "" {
+			delete(spec.Env, "data-dir") // a flag wins over the environment
+		}
 		cells, err := spec.Expand(*results)
 		if err != nil {
 			return fmt.Errorf("experiment %s: %w", args[0], err)
@@ -60,6 +63,9 @@ running an experiment again only runs what is missing; --force reruns everything
 		}
 		dir := filepath.Join(*results, spec.Name)
 		if err := experiments.SaveSpec(args[0], dir); err != nil {
+			return err
+		}
+		if err := experiments.SaveEnv(dir, spec.Env); err != nil {
 			return err
 		}
 		show := newCellDisplay(len(cells))
@@ -186,7 +192,7 @@ func (d *cellDisplay) train(ctx context.Context, cell experiments.Cell, resume b
 		d.watch(io.TeeReader(pr, out))
 	}()
 	c := exec.CommandContext(ctx, self, args...)
-	c.Env = experiments.WithoutOverrides(os.Environ())
+	c.Env = childEnviron(experiments.WithoutOverrides(os.Environ()))
 	c.Stdout, c.Stderr = pw, pw
 	// On interruption let the training stop as on Ctrl-C, writing what it measured,
 	// before it is killed.

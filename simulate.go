@@ -107,31 +107,32 @@ against measured step times.`,
 }
 
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
+	// Until the work starts, what fails is the command line: usage errors.
 	profiles, err := loadProfiles(f.profiles, f.speed)
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	nets, err := simNetworks(f)
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	if len(profiles) == 0 || len(nets) == 0 || len(f.pipelines) == 0 || len(f.workers) == 0 {
-		return errors.New("nothing to simulate: --profile, --bandwidth, --pipelines and --workers each need a value")
+		return usage(errors.New("nothing to simulate: --profile, --bandwidth, --pipelines and --workers each need a value"))
 	}
 	for _, w := range f.workers {
 		if w < 1 {
-			return fmt.Errorf("--workers: %d is not a worker count", w)
+			return usage(fmt.Errorf("--workers: %d is not a worker count", w))
 		}
 	}
 	selection := sim.DefaultSelectionModel()
 	if f.selectionSpeed != 1 {
 		if !(f.selectionSpeed > 0) || math.IsInf(f.selectionSpeed, 0) {
-			return fmt.Errorf("--selection-speed must be positive and finite, got %g", f.selectionSpeed)
+			return usage(fmt.Errorf("--selection-speed must be positive and finite, got %g", f.selectionSpeed))
 		}
 		selection = selection.Scaled(f.selectionSpeed)
 	}
 	if !(f.tolerance >= 0) {
-		return fmt.Errorf("--tolerance must be at least 0, got %g", f.tolerance)
+		return usage(fmt.Errorf("--tolerance must be at least 0, got %g", f.tolerance))
 	}
 	memory, err := parseBytes(f.memory)
 	if err != nil {
@@ -139,8 +140,14 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	if memory > 0 {
 		// The runtime collects harder as the heap nears the limit, so that what the
-		// jobs no longer need does not add up to more than the budget allows.
-		debug.SetMemoryLimit(memory)
+		// jobs no longer need does not add up to more than the budget allows. A job
+		// larger than the budget runs alone, and the limit leaves it room, lest the
+		// collector run without end.
+		limit := memory
+		for _, p := range profiles {
+			limit = max(limit, sim.LoneMemory(p)*5/4)
+		}
+		debug.SetMemoryLimit(limit)
 	}
 	// Build every pipeline once, on a toy tensor, so that a bad setting (an unknown
 	// pipeline, --density 2, an unknown --selector) fails now rather than after the
@@ -148,7 +155,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	for _, net := range nets {
 		for _, name := range f.pipelines {
 			if err := tryPipeline(f, name, net, selection); err != nil {
-				return err
+				return usage(err)
 			}
 		}
 	}

@@ -29,7 +29,7 @@ Flags win over the environment, the environment over the file.`,
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(cmd.Flags())
 		if err != nil {
-			return usage(err)
+			return err
 		}
 		if _, ok := pipelines[cfg.Pipeline]; !ok {
 			return usage(fmt.Errorf("unknown pipeline %q (available: %s)", cfg.Pipeline, strings.Join(sortedKeys(pipelines), ", ")))
@@ -111,11 +111,12 @@ func loadConfig(flags *pflag.FlagSet) (trainer.Config, error) {
 	if bindErr != nil {
 		return trainer.Config{}, bindErr
 	}
+	// What the user wrote is wrong: a usage error. Reading a checkpoint is not.
 	if path, _ := flags.GetString("config"); path != "" {
 		v.SetConfigFile(path)
 		v.SetConfigType("yaml")
 		if err := v.ReadInConfig(); err != nil {
-			return trainer.Config{}, fmt.Errorf("reading config %s: %w", path, err)
+			return trainer.Config{}, usage(fmt.Errorf("reading config %s: %w", path, err))
 		}
 	}
 	if err := resumeDefaults(v, flags); err != nil {
@@ -123,7 +124,7 @@ func loadConfig(flags *pflag.FlagSet) (trainer.Config, error) {
 	}
 	var cfg trainer.Config
 	if err := v.UnmarshalExact(&cfg, viper.DecodeHook(trainer.DecodeHook())); err != nil {
-		return trainer.Config{}, fmt.Errorf("configuration: %w", err)
+		return trainer.Config{}, usage(fmt.Errorf("configuration: %w", err))
 	}
 	return cfg, nil
 }
@@ -141,7 +142,9 @@ func resumeDefaults(v *viper.Viper, flags *pflag.FlagSet) error {
 		if err != nil {
 			return err
 		}
-		saved.Resume = dir
+		// Leave to this invocation whether changed settings are allowed: the run being
+		// resumed may have been allowed them once.
+		saved.Resume, saved.ResumeChanged = dir, false
 		keys, err := saved.Keys()
 		if err != nil {
 			return err

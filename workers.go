@@ -23,14 +23,14 @@ func train(ctx context.Context, cfg trainer.Config) error {
 	switch cfg.Backend {
 	case "tcp", "inproc", "mpi":
 	default:
-		return fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", cfg.Backend)
+		return usage(fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", cfg.Backend))
 	}
 	// Before any worker starts, rather than once in each.
 	if _, err := link(&cfg); err != nil {
-		return err
+		return usage(err)
 	}
 	if _, err := planningNetwork(&cfg); err != nil {
-		return err
+		return usage(err)
 	}
 	if cfg.Backend == "mpi" {
 		return runMPIWorker(ctx, cfg)
@@ -47,7 +47,7 @@ func train(ctx context.Context, cfg trainer.Config) error {
 		if err := beforeLaunch(cfg); err != nil {
 			return err
 		}
-		return dist.Launch(ctx, dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:]})
+		return dist.Launch(ctx, dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil)})
 	}
 	_, err = trainer.Run(ctx, cfg, options(cfg, nil, true))
 	return err

@@ -38,7 +38,7 @@ import (
 // threshold is its own selection. A step whose density reaches 1 (k >= N) sends everything
 // with one dense allreduce and leaves tau and the partitions as they are.
 //
-// Metrics: besides the shared figures, each step reports "partition_imbalance", the
+// Metrics: besides the shared figures, each step reports pipeline.PartitionImbalance, the
 // largest partition's selected count over the mean.
 type ExDyna struct {
 	comm    dist.Communicator
@@ -70,9 +70,6 @@ type ExDyna struct {
 	iota     []int32 // 0, 1, ...: every index of the largest tensor, for a dense step's Sent
 	observed func(exStep)
 }
-
-// ImbalanceMetric names ExDyna's partition imbalance in pipeline.StepMetrics.Extra.
-const ImbalanceMetric = "partition_imbalance"
 
 // NewExDyna returns the ExDyna pipeline over comm.
 func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config) (*ExDyna, error) {
@@ -125,7 +122,9 @@ func (x *ExDyna) Push(id int, grad []float32) error {
 	}
 	x.meter.Begin()
 	if err := x.accumulate(id, grad); err != nil {
-		x.failed = err
+		if x.failed == nil {
+			x.failed = err
+		}
 		return err
 	}
 	return nil
@@ -133,16 +132,13 @@ func (x *ExDyna) Push(id int, grad []float32) error {
 
 func (x *ExDyna) accumulate(id int, grad []float32) error {
 	for i, v := range grad {
-		if !finite(v) {
+		if !compress.Finite(v) {
 			return fmt.Errorf("exdyna: gradient of %s: %w", x.tensors[id].Name, &compress.NonFiniteError{Index: i, Value: v})
 		}
 	}
 	_, err := x.mem.Accumulate(id, grad)
 	return err
 }
-
-// finite reports whether v is neither NaN nor infinite.
-func finite(v float32) bool { return math.Float32bits(v)&0x7fffffff < 0x7f800000 }
 
 // Wait implements pipeline.Pipeline: it selects, exchanges and averages the step's
 // gradient.
@@ -176,6 +172,7 @@ func (x *ExDyna) Wait() error {
 func (x *ExDyna) nextStep() {
 	x.steps++
 	x.pushes.Reset()
+	x.meter.Reset() // a failed step's figures must not run into the next
 	x.failed = nil
 }
 
@@ -338,7 +335,7 @@ func (x *ExDyna) dense() error {
 		}
 	}
 	x.meter.Selected(0, x.numel(), 0)
-	x.meter.SetExtra(ImbalanceMetric, x.imbalanceOfSpans())
+	x.meter.SetExtra(pipeline.PartitionImbalance, x.imbalanceOfSpans())
 	return nil
 }
 
@@ -398,7 +395,7 @@ func (x *ExDyna) sparse(step, k int) error {
 	x.vals = x.vals[:0]
 	for _, i := range x.union {
 		v := x.flat[i]
-		if !finite(v) {
+		if !compress.Finite(v) {
 			return fmt.Errorf("exdyna: accumulated gradient element %d overflowed: %w", i, &compress.NonFiniteError{Index: int(i), Value: v})
 		}
 		x.vals = append(x.vals, v)
@@ -417,7 +414,7 @@ func (x *ExDyna) sparse(step, k int) error {
 		}
 	}
 	x.meter.Selected(selected, len(x.union), missing)
-	x.meter.SetExtra(ImbalanceMetric, imbalance(x.counts))
+	x.meter.SetExtra(pipeline.PartitionImbalance, imbalance(x.counts))
 	if x.observed != nil {
 		x.observed(exStep{Step: step, Union: slices.Clone(x.union), Counts: slices.Clone(x.counts), Bounds: slices.Clone(x.topo.bounds), Tau: x.tau})
 	}

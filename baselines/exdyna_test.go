@@ -258,8 +258,8 @@ func TestExDynaSelection(t *testing.T) {
 				if !m.HasDensity || m.DensityAchieved != float64(len(want))/float64(n) {
 					t.Errorf("step %d: density %g, union %d of %d", s, m.DensityAchieved, len(want), n)
 				}
-				if m.Extra[ImbalanceMetric] != imbalance(ref.Counts) || (len(want) > 0 && m.Extra[ImbalanceMetric] < 1) {
-					t.Errorf("step %d: imbalance %g, counts %v", s, m.Extra[ImbalanceMetric], ref.Counts)
+				if m.Extra[pipeline.PartitionImbalance] != imbalance(ref.Counts) || (len(want) > 0 && m.Extra[pipeline.PartitionImbalance] < 1) {
+					t.Errorf("step %d: imbalance %g, counts %v", s, m.Extra[pipeline.PartitionImbalance], ref.Counts)
 				}
 				missing := 0
 				for i := range sizes {
@@ -334,8 +334,8 @@ func TestExDynaMovesBoundaries(t *testing.T) {
 	}
 	early, late := 0.0, 0.0
 	for s := range 10 {
-		early += res[0].Metrics[5+s].Extra[ImbalanceMetric] / 10
-		late += res[0].Metrics[steps-10+s].Extra[ImbalanceMetric] / 10
+		early += res[0].Metrics[5+s].Extra[pipeline.PartitionImbalance] / 10
+		late += res[0].Metrics[steps-10+s].Extra[pipeline.PartitionImbalance] / 10
 	}
 	if !(late < early) {
 		t.Errorf("imbalance %g at the start, %g at the end", early, late)

@@ -34,6 +34,9 @@ func magKey(x float32) uint32 { return math.Float32bits(x) & 0x7fffffff }
 // infKey is the key of +Inf; every key at or above it is Inf or NaN.
 const infKey = 0x7f800000
 
+// Finite reports whether v is neither NaN nor infinite.
+func Finite(v float32) bool { return magKey(v) < infKey }
+
 // SelectorNames returns the names NewSelector lists, sorted: one per selector. The alias
 // "sampled" is accepted but not listed, so that flag help, error messages and anything that
 // sweeps over the selectors show DGC's selector once.

@@ -29,12 +29,15 @@ func notPlain(r rune) bool {
 }
 
 // folderValue is the form a swept value takes in its cell's folder name: fmt.Sprint's, with
-// a list's brackets dropped and its spaces made dashes ([30 60] is 30-60). A value that
-// needs more than that, such as a path, is an error: a folder name must not lead out of
-// the experiment's folder.
+// a list's brackets dropped and its spaces made dashes ([30 60] is 30-60); an empty value
+// (bandwidth "" is an unshaped link) stays empty. A value that needs more than that, such
+// as a path, is an error: a folder name must not lead out of the experiment's folder.
 func folderValue(key string, v any) (string, error) {
 	s := fmt.Sprint(v)
 	s = strings.NewReplacer("[", "", "]", "", " ", "-").Replace(s)
+	if s == "" {
+		return s, nil
+	}
 	if err := checkName(s); err != nil {
 		return "", fmt.Errorf("matrix key %s: the value %v cannot be part of a folder name: %w", key, v, err)
 	}

@@ -51,7 +51,7 @@ func staleness(c Cell) ([]string, error) {
 	if err != nil || s == nil {
 		return nil, err
 	}
-	return trainer.Changed(s.Config, c.Config)
+	return differs(s, c)
 }
 
 // result is what the report shows of one cell.
@@ -97,7 +97,7 @@ func readResult(c Cell, target float64) (result, error) {
 	}
 	// Results of other settings are not this cell's: the report does not show them as if
 	// they were (an interrupted run after the experiment file changed leaves such).
-	if r.stale, err = trainer.Changed(s.Config, c.Config); err != nil || len(r.stale) > 0 {
+	if r.stale, err = differs(s, c); err != nil || len(r.stale) > 0 {
 		return r, err
 	}
 	r.sum = s

@@ -23,7 +23,7 @@ func TestReport(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	yes := true
 	put := func(c Cell, sum trainer.Summary) {
-		sum.Config = c.Config
+		sum.Config, sum.ResultsVersion = c.Config, trainer.ResultsVersion
 		raw, err := json.Marshal(sum)
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +44,7 @@ func TestReport(t *testing.T) {
 	// The ssfusion cell's folder holds results of another learning rate: stale, not shown.
 	stale := cells[2].Config
 	stale.LR = 0.5
-	raw, err := json.Marshal(trainer.Summary{Config: stale, Complete: true, Steps: 300})
+	raw, err := json.Marshal(trainer.Summary{Config: stale, Complete: true, Steps: 300, ResultsVersion: trainer.ResultsVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

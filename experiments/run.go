@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ssfusion/ssfusion/trainer"
 	"go.yaml.in/yaml/v3"
@@ -85,7 +86,7 @@ func (r Runner) action(cell Cell) (Action, []string, error) {
 		return Start, nil, err
 	}
 	if s != nil { // a corrupt summary is none: running the cell again replaces it
-		changed, err := trainer.Changed(s.Config, cell.Config)
+		changed, err := differs(s, cell)
 		if err != nil {
 			return Start, nil, err
 		}
@@ -111,6 +112,24 @@ func (r Runner) action(cell Cell) (Action, []string, error) {
 		return again(Rerun, changed)
 	}
 	return Resume, nil, nil
+}
+
+// differs lists why the results s describes are not those of cell: the result-shaping
+// settings that differ (trainer.Changed), a build whose results differ, and steps that ran
+// under other settings before a resumption (--resume-changed). None when they are the cell's.
+func differs(s *trainer.Summary, cell Cell) ([]string, error) {
+	changed, err := trainer.Changed(s.Config, cell.Config)
+	if err != nil {
+		return nil, err
+	}
+	if s.ResultsVersion != trainer.ResultsVersion {
+		changed = append(changed, fmt.Sprintf("made by a build whose results differ (results version %d, now %d)", s.ResultsVersion, trainer.ResultsVersion))
+	}
+	for _, c := range s.ConfigChanges {
+		// Its last settings are the cell's, but its earlier steps ran under others.
+		changed = append(changed, fmt.Sprintf("steps before %d ran under other settings (%s)", c.Step, strings.Join(c.Changed, "; ")))
+	}
+	return changed, nil
 }
 
 // Finished reports whether dir holds the summary.json of a training that ran to its end.

@@ -74,7 +74,7 @@ func writeCheckpoint(t *testing.T, cfg trainer.Config) {
 	if err := os.MkdirAll(filepath.Join(cfg.Out, "checkpoint"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	body, err := json.Marshal(map[string]any{"version": 1, "step": 2, "world": cfg.Workers, "config": cfg})
+	body, err := json.Marshal(map[string]any{"version": 1, "step": 2, "world": cfg.Workers, "config": cfg, "results_version": trainer.ResultsVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func writeCheckpoint(t *testing.T, cfg trainer.Config) {
 // summaryOf is the summary.json of a run of cfg.
 func summaryOf(t *testing.T, cfg trainer.Config, complete bool) []byte {
 	t.Helper()
-	body, err := json.Marshal(trainer.Summary{Config: cfg, Complete: complete})
+	body, err := json.Marshal(trainer.Summary{Config: cfg, Complete: complete, ResultsVersion: trainer.ResultsVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +145,21 @@ func TestRunnerRerunsChangedCells(t *testing.T) {
 	}
 	if trainer.HasCheckpoint(old[1].Config.Out) {
 		t.Error("the checkpoint of the old settings was kept")
+	}
+	// Results of a build whose results differ are not this build's either.
+	now := expand("max-steps: 40, lr: 0.5")
+	older := trainer.Summary{Config: now[0].Config, Complete: true, ResultsVersion: trainer.ResultsVersion - 1}
+	body, err := json.Marshal(older)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSummary(t, now[0].Config.Out, body)
+	got = nil
+	if _, err := r.Run(context.Background(), now[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].action != Rerun || len(got[0].changed) != 1 || !strings.Contains(got[0].changed[0], "results version") {
+		t.Errorf("results of an older build: %+v, want a rerun naming the results version", got)
 	}
 }
 

@@ -300,6 +300,9 @@ func LoadResults(dir string) (*Spec, []Cell, error) {
 		return nil, nil, err
 	}
 	s.Name = filepath.Base(filepath.Clean(dir))
+	if s.Env, err = loadEnv(dir); err != nil {
+		return nil, nil, err
+	}
 	cells, err := s.Expand(filepath.Dir(filepath.Clean(dir)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("experiment %s: %w", path, err)

@@ -49,8 +49,8 @@ matrix:
 		if cfg.Out != filepath.Join("out", "sweep", c.Name) {
 			t.Errorf("cell %s writes to %s", c.Name, cfg.Out)
 		}
-		if cfg.LR != 0.1 {
-			t.Errorf("cell %s: lr %g, want the resolved CNN default 0.1", c.Name, cfg.LR)
+		if cfg.LR != 0.02 {
+			t.Errorf("cell %s: lr %g, want the resolved MLP default 0.02", c.Name, cfg.LR)
 		}
 	}
 	if c := cells[3].Config; c.Pipeline != "ssfusion" || c.Workers != 4 || c.Density != 0.01 {

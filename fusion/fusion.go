@@ -273,7 +273,7 @@ func (f *Fusion) Step() int { return int(f.steps.Load()) }
 func (f *Fusion) nextStep() {
 	f.steps.Add(1)
 	f.step.NextStep()
-	f.meter.active = false
+	f.meter.Reset()
 	f.begun = false
 	f.replan = nil // asked for in a step that failed
 	f.replayed = false

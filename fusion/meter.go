@@ -46,6 +46,10 @@ func (m *Meter) Begin() {
 	m.mu.Unlock()
 }
 
+// Reset ends the step without figures, as a failed step does: the next Begin starts
+// afresh.
+func (m *Meter) Reset() { m.active = false }
+
 // Selected records one selection: how long it took, how many elements it picked, and how
 // many tensors it left without any element.
 func (m *Meter) Selected(d time.Duration, elements, missing int) {

@@ -56,10 +56,16 @@ type StepMetrics struct {
 	DensityAchieved float64 // elements sent / elements in all tensors
 	TensorsMissing  int     // tensors with no element selected in this step
 
-	// Extra holds figures particular to one pipeline, by the name of their metrics.csv
-	// column (ExDyna's "partition_imbalance"); nil when there are none.
+	// Extra holds figures particular to one pipeline, by name (ExDyna's
+	// PartitionImbalance); nil when there are none. The trainer writes those it knows
+	// into metrics.csv and summary.json.
 	Extra map[string]float64
 }
+
+// PartitionImbalance names, in StepMetrics.Extra, the load imbalance between the
+// partitions of a pipeline that partitions the gradient among the workers (ExDyna): the
+// largest partition's selected count over the mean.
+const PartitionImbalance = "partition_imbalance"
 
 // Local is the pipeline of a single process: the gradient each tensor received in backward is
 // already the aggregate, so it only checks that every tensor was pushed once.

@@ -8,14 +8,19 @@ import (
 
 // Memory a lone simulated rank holds, in bytes per gradient element: the gradients it
 // pushes (4), the pipeline's error-feedback memory or fused buffers (4), and room for the
-// pipeline's other buffers and the runtime's slack (4). Measured: a BERT-base job of
-// per-tensor sparsification at 256 workers peaks at 1.47 GB, 110 M elements.
-const jobBytesPerElement = 12
+// pipeline's other buffers and the runtime's slack (6). Measured: a BERT-base job of
+// per-tensor sparsification at 256 workers, 110 M elements, peaks at 1.47 GB with the
+// shared gradients (4 more bytes an element).
+const jobBytesPerElement = 14
 
 // JobMemory is what Sweep.MemoryLimit counts for one job of profile p: a lone rank's
 // gradients, the pipeline's memory and buffers, and slack. The synthetic gradients the
 // jobs of a profile share count once more, 4 bytes an element, while any of them runs.
 func JobMemory(p *profile.Profile) int64 { return jobBytesPerElement * int64(p.Params()) }
+
+// LoneMemory is what one job of profile p holds when it runs alone: JobMemory and the
+// shared gradients. A budget below it still runs such a job, alone.
+func LoneMemory(p *profile.Profile) int64 { return JobMemory(p) + 4*int64(p.Params()) }
 
 // budget is a memory budget that jobs wait for: one may take n bytes when n fits beside
 // what is taken, or when no job runs at all (so that a job larger than the whole budget

@@ -37,6 +37,8 @@ type manifest struct {
 	World   int            `json:"world"`
 	Config  Config         `json:"config"`
 	Changes []ConfigChange `json:"changes,omitempty"` // earlier resumptions under changed settings
+	// ResultsVersion is the ResultsVersion of the build that wrote the checkpoint.
+	ResultsVersion int `json:"results_version"`
 }
 
 // rankCheckpoint is what one rank saves.
@@ -134,7 +136,7 @@ func (r *run) writeCheckpoint() error {
 		return err
 	}
 	if r.rank == 0 {
-		js, err := json.MarshalIndent(manifest{Version: checkpointVersion, Step: r.step, World: r.world, Config: *r.cfg, Changes: r.changes}, "", "  ")
+		js, err := json.MarshalIndent(manifest{Version: checkpointVersion, Step: r.step, World: r.world, Config: *r.cfg, Changes: r.changes, ResultsVersion: ResultsVersion}, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encoding %s: %w", checkpointLatest, err)
 		}
@@ -252,6 +254,10 @@ func (r *run) resumeStep() (int, error) {
 func (r *run) compatible(m *manifest) error {
 	if m.World != r.world {
 		return fmt.Errorf("the checkpoint in %s was written by %d workers; this run has %d", r.cfg.Resume, m.World, r.world)
+	}
+	if m.ResultsVersion != ResultsVersion {
+		return fmt.Errorf("the checkpoint in %s was written by a build whose results differ from this one's (results version %d, now %d): start afresh",
+			r.cfg.Resume, m.ResultsVersion, ResultsVersion)
 	}
 	changed, err := Changed(m.Config, *r.cfg)
 	if err != nil {

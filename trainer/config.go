@@ -24,8 +24,9 @@ type Config struct {
 	BatchSize int   `mapstructure:"batch-size" json:"batch_size"`
 	Seed      int64 `mapstructure:"seed" json:"seed"`
 
-	// Optimizer. LR, Momentum and ClipNorm below zero mean "the model family's default"
-	// (resolved by Resolve and written resolved into summary.json).
+	// Optimizer. LR, Momentum, WeightDecay and ClipNorm at FamilyDefault (-1) mean "the
+	// model family's default" (resolved by Resolve and written resolved into
+	// summary.json); any other negative value is an error.
 	LR           float64   `mapstructure:"lr" json:"lr"`
 	Momentum     float64   `mapstructure:"momentum" json:"momentum"`
 	Nesterov     bool      `mapstructure:"nesterov" json:"nesterov"`

@@ -6,6 +6,13 @@ import (
 	"strings"
 )
 
+// ResultsVersion is bumped whenever a change of the code changes the results the same
+// configuration gives (the synthetic data, a pipeline's planning, the defaults). It is
+// recorded in summary.json and checkpoints, so that results of an earlier version are not
+// taken for this one's (see experiments.Runner) and a checkpoint is not resumed across it.
+// Version 0 is what summaries from before its introduction hold.
+const ResultsVersion = 1
+
 // SafeKeys are the config keys that do not shape a run's results, which may therefore
 // change between a run and its resumption, or between an experiment's runs, without making
 // the results stale: where the data and outputs live, how often to log, evaluate, check and

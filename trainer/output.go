@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/ssfusion/ssfusion/internal/atomicfile"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // Summary is summary.json: the resolved configuration and what the run achieved. Figures that
@@ -33,6 +34,8 @@ type Summary struct {
 	Sparsity    Sparsity    `json:"sparsity"`
 	Consistency Consistency `json:"consistency"`
 	Complete    bool        `json:"complete"`
+	// ResultsVersion is the ResultsVersion of the build that wrote the summary.
+	ResultsVersion int `json:"results_version"`
 	// ConfigChanges lists the resumptions under changed settings (--resume-changed): the
 	// steps before each ran with its Previous configuration, not with Config.
 	ConfigChanges []ConfigChange `json:"config_changes,omitempty"`
@@ -106,13 +109,9 @@ type Row struct {
 	EvalPPL  *float64
 }
 
-// imbalanceColumn is the metrics.csv column of ExDyna's partition imbalance, also the name
-// under which the pipeline reports it (pipeline.StepMetrics.Extra).
-const imbalanceColumn = "partition_imbalance"
-
 var csvHeader = []string{"kind", "step", "epoch", "wall_s", "lr", "loss", "grad_norm", "samples",
 	"step_ms", "compute_ms", "sparsify_ms", "comm_ms", "wait_ms", "bytes_sent", "density_achieved",
-	"tensors_missing", "eval_accuracy", "eval_loss", "eval_perplexity", imbalanceColumn}
+	"tensors_missing", "eval_accuracy", "eval_loss", "eval_perplexity", pipeline.PartitionImbalance}
 
 func (r Row) record() []string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 7, 64) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -37,14 +38,31 @@ type stepStats struct {
 const DivergenceFactor = 100
 
 // diverged reports a training loss that has run away from the first step's, on the step
-// that row records; lr is the learning rate the run was given, for the advice.
-func (s *stepStats) diverged(row Row, lr float64) error {
-	bound := DivergenceFactor * max(s.FirstLoss, 1)
-	if row.Loss <= bound { // also false for NaN, which the model refuses before this
-		return nil
+// that row records. Every rank judges its own loss, and the ranks agree, so that all stop
+// at the same step when any one's loss ran away.
+func (r *run) diverged(row Row) error {
+	bound := DivergenceFactor * max(r.stats.FirstLoss, 1)
+	mine := row.Loss > bound // also false for NaN, which the model refuses before this
+	anyRank := mine
+	if r.distributed() {
+		flag := []float32{0}
+		if mine {
+			flag[0] = 1
+		}
+		if err := r.comm.AllReduce(flag, dist.Sum); err != nil {
+			return fmt.Errorf("agreeing whether training diverged: %w", err)
+		}
+		anyRank = flag[0] > 0
 	}
-	return fmt.Errorf("training diverged at step %d: loss %.4g is over %d times the first step's %.4g; try a lower --lr (this run had %g)",
-		row.Step, row.Loss, DivergenceFactor, s.FirstLoss, lr)
+	switch {
+	case mine:
+		return fmt.Errorf("training diverged at step %d: loss %.4g is over %d times the first step's %.4g; try a lower --lr (this run had %g)",
+			row.Step, row.Loss, DivergenceFactor, r.stats.FirstLoss, r.cfg.LR)
+	case anyRank:
+		return fmt.Errorf("training diverged at step %d on another rank: its loss is over %d times its first step's; try a lower --lr (this run had %g)",
+			row.Step, DivergenceFactor, r.cfg.LR)
+	}
+	return nil
 }
 
 func (s *stepStats) add(row Row, m pipeline.StepMetrics) {
@@ -58,7 +76,7 @@ func (s *stepStats) add(row Row, m pipeline.StepMetrics) {
 	s.Recent = append(s.Recent, row.Loss)
 	s.Bytes += float64(m.BytesSent)
 	s.DenseBytes += float64(m.DenseBytes)
-	if imbalance := m.Extra[imbalanceColumn]; imbalance > 0 {
+	if imbalance := m.Extra[pipeline.PartitionImbalance]; imbalance > 0 {
 		s.ImbalanceSeen++
 		s.ImbalanceSum += imbalance
 	}
@@ -85,7 +103,7 @@ func (r *run) summarize(trainErr error) *Summary {
 	s := &Summary{
 		Config: *r.cfg, Pipeline: r.cfg.Pipeline, Model: r.cfg.Model, Dataset: r.cfg.Dataset,
 		Workers: r.world, Parameters: r.numParams(), Steps: r.step, Epochs: r.epochsDone(0),
-		WallSeconds: time.Since(r.start).Seconds(), Complete: trainErr == nil, ConfigChanges: r.changes,
+		WallSeconds: time.Since(r.start).Seconds(), Complete: trainErr == nil, ConfigChanges: r.changes, ResultsVersion: ResultsVersion,
 	}
 	if trainErr != nil {
 		s.Error = trainErr.Error()

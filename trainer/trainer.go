@@ -263,7 +263,7 @@ func (r *run) train(ctx context.Context) error {
 			r.rows = append(r.rows, row)
 			r.step++
 			bar.update(row, r.samplesPerStep())
-			if err := r.stats.diverged(row, r.cfg.LR); err != nil {
+			if err := r.diverged(row); err != nil {
 				bar.finish()
 				return err
 			}
@@ -363,7 +363,7 @@ func (r *run) trainStep() (Row, error) {
 		d, missing := m.DensityAchieved, m.TensorsMissing
 		row.Density, row.Missing = &d, &missing
 	}
-	if imbalance := m.Extra[imbalanceColumn]; imbalance > 0 {
+	if imbalance := m.Extra[pipeline.PartitionImbalance]; imbalance > 0 {
 		row.Imbal = &imbalance
 	}
 	r.stats.add(row, m)

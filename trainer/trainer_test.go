@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/ssfusion/ssfusion/dist"
 )
 
 // quick returns a configuration for a short run writing into a temporary folder.
@@ -239,5 +242,31 @@ func TestDivergenceStops(t *testing.T) {
 	}
 	if over != 1 {
 		t.Errorf("%d steps above the bound were run, want the run to stop at the first", over)
+	}
+}
+
+// TestDivergenceStopsEveryRank: in a data-parallel run the ranks agree on divergence, so
+// all stop at the same step with the divergence as their error, none with a dead peer's.
+func TestDivergenceStopsEveryRank(t *testing.T) {
+	cfg := quick(t, "mlp", "synthetic", 200)
+	cfg.LR, cfg.Workers = 5, 2
+	comms := dist.NewInProc(2)
+	errs := make([]error, 2)
+	sums := make([]*Summary, 2)
+	var wg sync.WaitGroup
+	for r, comm := range comms {
+		wg.Go(func() {
+			defer comm.Close()
+			sums[r], errs[r] = Run(context.Background(), cfg, Options{Comm: comm})
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "diverged at step") {
+			t.Fatalf("rank %d: %v, want the divergence", r, err)
+		}
+	}
+	if sums[0] == nil || sums[1] == nil || sums[0].Steps != sums[1].Steps {
+		t.Fatalf("the ranks stopped at different steps: %+v, %+v", sums[0], sums[1])
 	}
 }
