@@ -348,3 +348,48 @@ func FuzzDecodeSparse(f *testing.F) {
 		}
 	})
 }
+
+// TestScatterAverageSharedRanks: ranks that hold one decoded buffer (a simulated rank
+// standing for many) average to the same bits as ranks holding copies of it.
+func TestScatterAverageSharedRanks(t *testing.T) {
+	r := rand.New(rand.NewPCG(61, 62))
+	own := []SparseTensor{{ID: 0, Indices: []int32{1, 4, 7}}, {ID: 1, Indices: []int32{0, 2}}}
+	for i := range own {
+		for range own[i].Indices {
+			own[i].Values = append(own[i].Values, float32(r.NormFloat64()*1e-3))
+		}
+	}
+	other := []SparseTensor{{ID: 0, Indices: []int32{4, 5}, Values: []float32{0.25, -1e-7}}}
+	copyOf := func(ts []SparseTensor) []SparseTensor {
+		out := make([]SparseTensor, len(ts))
+		for i, t := range ts {
+			out[i] = SparseTensor{ID: t.ID, Indices: slices.Clone(t.Indices), Values: slices.Clone(t.Values)}
+		}
+		return out
+	}
+	for _, shared := range [][]int{{0, 1, 2}, {1, 2, 3, 4, 5, 6}} {
+		ranks := make([][]SparseTensor, 8)
+		copies := make([][]SparseTensor, 8)
+		for i := range ranks {
+			ranks[i], copies[i] = other, copyOf(other)
+			if slices.Contains(shared, i) {
+				ranks[i], copies[i] = own, copyOf(own)
+			}
+		}
+		got := [][]float32{make([]float32, 8), make([]float32, 3)}
+		want := [][]float32{make([]float32, 8), make([]float32, 3)}
+		if err := ScatterAverage(got, ranks, 8); err != nil {
+			t.Fatal(err)
+		}
+		if err := ScatterAverage(want, copies, 8); err != nil {
+			t.Fatal(err)
+		}
+		for id := range got {
+			for i := range got[id] {
+				if math.Float32bits(got[id][i]) != math.Float32bits(want[id][i]) {
+					t.Fatalf("shared %v: tensor %d element %d is %v, with copies %v", shared, id, i, got[id][i], want[id][i])
+				}
+			}
+		}
+	}
+}
