@@ -145,7 +145,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		// collector run without end.
 		limit := memory
 		for _, p := range profiles {
-			limit = max(limit, sim.LoneMemory(p)*5/4)
+			if lone := sim.LoneMemory(p); lone > memory {
+				limit = max(limit, lone*5/4)
+			}
 		}
 		debug.SetMemoryLimit(limit)
 	}
