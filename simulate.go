@@ -143,7 +143,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		// jobs no longer need does not add up to more than the budget allows. A job
 		// larger than the budget runs alone, and the limit leaves it room, lest the
 		// collector run without end.
-		limit := memory
+		limit := memory * 9 / 10 // what is not Go's heap, and the collector's lag, need room too
 		for _, p := range profiles {
 			if lone := sim.LoneMemory(p); lone > memory {
 				limit = max(limit, lone*5/4)
