@@ -35,6 +35,7 @@ func (e *engine) begin(k collKind) (*coll, error) {
 	e.active[c.seq] = true
 	e.colls.Add(1)
 	e.stats.ops[k].calls.Add(1)
+	e.stats.busy.start(c.start)
 	return c, nil
 }
 
@@ -117,7 +118,9 @@ func (c *coll) end(err error) error {
 		}
 		e.stats.ops[c.kind].failed.Add(1)
 	}
-	e.stats.ops[c.kind].nanos.Add(int64(time.Since(c.start)))
+	now := time.Now()
+	e.stats.ops[c.kind].nanos.Add(int64(now.Sub(c.start)))
+	e.stats.busy.end(now)
 	e.colls.Done()
 	return err
 }

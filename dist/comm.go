@@ -115,6 +115,10 @@ type Stats struct {
 	AllGatherV OpStats
 	Broadcast  OpStats
 	Barrier    OpStats
+	// Busy is the time during which at least one collective was in flight on this rank:
+	// the union of their intervals, never more than the time that passed (CommTime sums
+	// them instead).
+	Busy time.Duration
 }
 
 // OpStats are the counters of one kind of collective.
@@ -142,6 +146,7 @@ func (s Stats) Sub(t Stats) Stats {
 		AllGatherV:       s.AllGatherV.sub(t.AllGatherV),
 		Broadcast:        s.Broadcast.sub(t.Broadcast),
 		Barrier:          s.Barrier.sub(t.Barrier),
+		Busy:             s.Busy - t.Busy,
 	}
 }
 

@@ -49,6 +49,7 @@ type statCounters struct {
 	sent, recv, framesSent, framesRecv, ctlSent, ctlRecv atomic.Int64
 	direct                                               atomic.Int64 // frames read straight into place
 	ops                                                  [numColl]opCounters
+	busy                                                 busyClock
 }
 
 type opCounters struct {
@@ -68,6 +69,7 @@ func (s *statCounters) snapshot() Stats {
 		ControlBytesSent: s.ctlSent.Load(), ControlBytesRecv: s.ctlRecv.Load(),
 		AllReduce: op(collAllReduce), AllGatherV: op(collAllGatherV),
 		Broadcast: op(collBroadcast), Barrier: op(collBarrier),
+		Busy: s.busy.busy(time.Now()),
 	}
 }
 

@@ -350,6 +350,7 @@ func (m *mpiComm) issue(o *mpiOp) *handle {
 	m.seq++
 	o.seq, o.start = m.seq, time.Now()
 	m.stats.ops[o.kind].calls.Add(1)
+	m.stats.busy.start(o.start)
 	if f := m.flt; f != nil {
 		m.mu.Unlock()
 		m.complete(o, m.peerError(f, o))
@@ -435,7 +436,9 @@ func (m *mpiComm) complete(o *mpiOp, err error) {
 		m.stats.sent.Add(o.sent)
 		m.stats.recv.Add(o.recv)
 	}
-	c.nanos.Add(int64(time.Since(o.start)))
+	now := time.Now()
+	c.nanos.Add(int64(now.Sub(o.start)))
+	m.stats.busy.end(now)
 	o.h.finish(out, err)
 }
 

@@ -141,7 +141,7 @@ func writeRegime(b *strings.Builder, results []result) {
 			continue
 		}
 		if first {
-			b.WriteString("Regime: dense communication time per step against computation (compute is the forward and backward pass; communication sums the time its allreduces were in flight).\n\n")
+			b.WriteString("Regime: dense communication time per step against computation (compute is the forward and backward pass; communication is the time during which an allreduce was in flight).\n\n")
 			first = false
 		}
 		name := "dense"

@@ -82,7 +82,7 @@ func (m *Meter) Finish(wait time.Duration, sparsifying bool) pipeline.StepMetric
 	m.mu.Unlock()
 	s := pipeline.StepMetrics{
 		Sparsify:   time.Duration(m.sparsify.Load()),
-		Comm:       delta.CommTime(),
+		Comm:       delta.Busy,
 		Wait:       wait,
 		BytesSent:  delta.BytesSent,
 		DenseBytes: RingAllReduceBytes(m.numel, m.comm.Size()),

@@ -44,8 +44,9 @@ type StepMetrics struct {
 	// Sparsify sums the time spent selecting elements (top-k and the like), on whichever
 	// goroutines selection ran.
 	Sparsify time.Duration
-	// Comm sums, over the step's collectives, the time each was in flight; collectives that
-	// overlap each count in full, so Comm can exceed the step's wall time.
+	// Comm is the time during which at least one of the step's collectives was in flight:
+	// the union of their intervals, so collectives in flight together count once and Comm
+	// never exceeds the step.
 	Comm time.Duration
 	Wait time.Duration // time Wait blocked after backward finished
 

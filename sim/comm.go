@@ -139,11 +139,15 @@ type simComm struct {
 	rank  int
 	inner dist.Communicator // moves the data; nil for a lone rank
 
-	mu     sync.Mutex
-	seq    int64
-	stats  dist.Stats
-	mirror func(own []byte, rank int) []byte
-	closed bool
+	mu    sync.Mutex
+	seq   int64
+	stats dist.Stats
+	// covered is the virtual time up to which Stats.Busy has counted: the simulated
+	// network runs collectives one at a time, so they end in issue order, and each adds
+	// the part of its interval past the end of the one before.
+	covered time.Duration
+	mirror  func(own []byte, rank int) []byte
+	closed  bool
 }
 
 // Clock implements dist.Clocked.
@@ -367,6 +371,10 @@ func (h *simHandle) finish() {
 	h.once.Do(func() {
 		h.s.mu.Lock()
 		h.op.Time += h.c.end - h.at
+		if h.c.end > h.s.covered {
+			h.s.stats.Busy += h.c.end - max(h.at, h.s.covered)
+			h.s.covered = h.c.end
+		}
 		h.s.mu.Unlock()
 	})
 }

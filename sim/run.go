@@ -58,7 +58,7 @@ type Result struct {
 	// hide, and for selection that ran off the backward goroutine yet delays the step
 	// (ExDyna's, in Wait; the tail of SSFusion's offloaded selection).
 	ExposedCommMS  float64   `json:"exposed_comm_ms"`
-	CommMS         float64   `json:"comm_ms"`        // the collectives' durations, summed
+	CommMS         float64   `json:"comm_ms"`        // time with a collective in flight, the union of their intervals
 	BytesPerStep   float64   `json:"bytes_per_step"` // bytes one rank sends per step
 	Density        float64   `json:"density"`        // elements sent over elements; 0 for a dense pipeline
 	TensorsMissing float64   `json:"tensors_missing"`
