@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
@@ -31,18 +30,7 @@ import (
 // worker sent its value there.
 //
 // After each step all ranks update tau and the partition boundaries from the allgathered
-// counts alone, so they agree bit for bit; both are part of the checkpointed state. The
-// boundaries move toward equal counts, the step's mean per partition, as the authors' code
-// has it.
-//
-// Ours: the paper starts tau at 1/(2 sqrt(k)) and moves it by at most a few percent a step,
-// which leaves the density far off the target for the first tens to hundreds of steps
-// (while error feedback's residuals grow, the selected count can double in a few steps).
-// So tau is measured: in the first sparse step, and in a step after one whose count was
-// more than exdynaRemeasure off the target, every worker finds the magnitude of the
-// (k/P)-th largest accumulated element of its partition, and the workers agree on their
-// mean by one allreduce; within that band the paper's rule moves it.
-// ExDynaPaperThreshold restores the paper's start and rule.
+// counts alone, so they agree bit for bit; both are part of the checkpointed state.
 //
 // ExDyna sends one message per step whatever the fusion buffers, so it is not built on the
 // fusion engine; it shares the push bookkeeping (pipeline.Pushes) and the step meter
@@ -68,12 +56,8 @@ type ExDyna struct {
 	metrics pipeline.StepMetrics
 
 	// Carried from step to step and checkpointed.
-	tau     float64 // 0 until the first step that selects by threshold
-	topo    *exTopology
-	measure bool // the next sparse step measures tau afresh, see measureTau
-
-	paper bool          // see ExDynaPaperThreshold
-	kth   compress.TopK // measures tau
+	tau  float64 // 0 until the first step that selects by threshold
+	topo *exTopology
 
 	// Scratch of one step.
 	sendAll  bool // the step sends every element densely
@@ -87,17 +71,8 @@ type ExDyna struct {
 	observed func(exStep)
 }
 
-// An ExDynaOption changes how NewExDyna's pipeline runs.
-type ExDynaOption func(*ExDyna)
-
-// ExDynaPaperThreshold runs the threshold as the paper does: it starts at 1/(2 sqrt(k)),
-// which knows nothing of the gradients' scale, and moves by small factors only, so it
-// takes tens to hundreds of steps to reach the target density and meanwhile the pipeline
-// sends another. By default the threshold is measured instead (see ExDyna).
-func ExDynaPaperThreshold() ExDynaOption { return func(x *ExDyna) { x.paper = true } }
-
 // NewExDyna returns the ExDyna pipeline over comm.
-func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config, opts ...ExDynaOption) (*ExDyna, error) {
+func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config) (*ExDyna, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, fmt.Errorf("exdyna: %w", err)
 	}
@@ -133,10 +108,6 @@ func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.C
 			return nil, err
 		}
 	}
-	for _, o := range opts {
-		o(x)
-	}
-	x.measure = !x.paper
 	return x, nil
 }
 
@@ -249,14 +220,10 @@ const (
 	// gradients' scale), longer than many runs last. Beyond exdynaFar (or below its
 	// inverse) tau moves by exdynaFast a step, between exdynaNear and exdynaFar by
 	// exdynaQuick; near the target the paper's rule is unchanged.
-	exdynaNear = 1.25
-	exdynaFar  = 2
-
-	// Ours: a step whose selected count is more than this factor off the target has the
-	// next step measure tau afresh (see ExDyna), unless the paper's rule is asked for.
-	exdynaRemeasure = 1.1
-	exdynaQuick     = 1.02
-	exdynaFast      = 1.05
+	exdynaNear  = 1.25
+	exdynaFar   = 2
+	exdynaQuick = 1.02
+	exdynaFast  = 1.05
 
 	// Partition topology: a partition above exdynaOver times its target gives one boundary
 	// block to a neighbour below exdynaUnder times it.
@@ -407,24 +374,16 @@ const exHeaderBytes = 16
 // indices, allreduces this worker's values there, clears them from the memory, and moves
 // tau and the partitions on for the next step.
 func (x *ExDyna) sparse(step, k int) error {
+	tm := compress.Timing{Clock: x.clock, Kind: compress.ThresholdKind}
+	start := tm.Start()
+	if x.tau == 0 {
+		x.tau = 1 / (2 * math.Sqrt(float64(k)))
+	}
 	p := x.comm.Size()
 	part := (step + x.comm.Rank()) % p
 	lo, hi := x.topo.span(part)
-	var selected time.Duration
-	switch {
-	case x.measure:
-		var err error
-		if selected, err = x.measureTau(k, lo, hi); err != nil {
-			return err
-		}
-		x.measure = false
-	case x.tau == 0:
-		x.tau = 1 / (2 * math.Sqrt(float64(k)))
-	}
-	tm := compress.Timing{Clock: x.clock, Kind: compress.ThresholdKind}
-	start := tm.Start()
 	x.send = x.appendSelection(x.send[:0], uint64(step), part)
-	selected += tm.Took(start, hi-lo)
+	selected := tm.Took(start, hi-lo)
 	msgs, err := x.comm.AllGatherV(x.send)
 	if err != nil {
 		return fmt.Errorf("exdyna: allgather of the selected indices: %w", err)
@@ -461,41 +420,6 @@ func (x *ExDyna) sparse(step, k int) error {
 	}
 	x.adapt(k)
 	return nil
-}
-
-// measureTau sets tau where this step's target density is, and returns how long finding
-// it took: every worker finds the magnitude of the (k/P)-th largest accumulated element of
-// its partition [lo, hi), and the workers agree on the mean of those by one allreduce,
-// whose sum every rank gets alike. Without any such element (all partitions empty or
-// zero) tau keeps its value, or starts where the paper starts it.
-func (x *ExDyna) measureTau(k, lo, hi int) (time.Duration, error) {
-	tm := compress.Timing{Clock: x.clock, Kind: "topk"}
-	start := tm.Start()
-	mine := []float32{0, 0} // this partition's (k/P)-th magnitude, and whether it has one
-	if part := x.flat[lo:hi]; len(part) > 0 {
-		var err error
-		if x.local, err = x.kth.Select(part, max(1, k/x.comm.Size()), x.local[:0]); err != nil {
-			return 0, fmt.Errorf("exdyna: measuring the threshold: %w", err)
-		}
-		t := float32(math.Inf(1))
-		for _, i := range x.local {
-			t = min(t, float32(math.Abs(float64(part[i]))))
-		}
-		if t > 0 {
-			mine[0], mine[1] = t, 1
-		}
-	}
-	took := tm.Took(start, hi-lo)
-	if err := x.comm.AllReduce(mine, dist.Sum); err != nil {
-		return 0, fmt.Errorf("exdyna: agreeing on the threshold: %w", err)
-	}
-	switch tau := float64(mine[0]) / float64(mine[1]); {
-	case tau > 0 && !math.IsInf(tau, 0):
-		x.tau = tau
-	case x.tau == 0:
-		x.tau = 1 / (2 * math.Sqrt(float64(k)))
-	}
-	return took, nil
 }
 
 // appendSelection appends to dst the message of a worker selecting in partition part of
@@ -581,11 +505,7 @@ func (x *ExDyna) adapt(k int) {
 	for _, c := range x.counts {
 		total += c
 	}
-	ratio := float64(total) / float64(k)
-	if !x.paper && (ratio > exdynaRemeasure || ratio < 1/exdynaRemeasure) {
-		x.measure = true
-	}
-	switch {
+	switch ratio := float64(total) / float64(k); {
 	case ratio > exdynaFar:
 		x.tau *= exdynaFast
 	case ratio > exdynaNear:
@@ -602,7 +522,7 @@ func (x *ExDyna) adapt(k int) {
 		x.tau *= exdynaGentle
 	}
 	blocks := x.topo.blocks
-	x.topo.rebalance(x.counts, float64(total)/float64(len(x.counts)), func(b int) int {
+	x.topo.rebalance(x.counts, float64(k)/float64(len(x.counts)), func(b int) int {
 		lo, _ := slices.BinarySearch(x.union, int32(blocks.start(b)))
 		hi, _ := slices.BinarySearch(x.union, int32(blocks.start(b+1)))
 		return hi - lo
@@ -630,11 +550,10 @@ func (x *ExDyna) finish() {
 
 // The checkpointed state, little-endian:
 //
-//	u32 version, u64 elements N, u32 partitions P, u32 blocks, f64 tau, (P+1) × u32 bounds,
-//	u8 measure (1: the next sparse step measures tau)
+//	u32 version, u64 elements N, u32 partitions P, u32 blocks, f64 tau, (P+1) × u32 bounds
 //
 // N, P and the block count are there to refuse a state from another model or world size.
-const exStateVersion = 2
+const exStateVersion = 1
 
 // extraState encodes tau and the partition boundaries.
 func (x *ExDyna) extraState() []byte {
@@ -646,11 +565,7 @@ func (x *ExDyna) extraState() []byte {
 	for _, v := range x.topo.bounds {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
-	var measure byte
-	if x.measure {
-		measure = 1
-	}
-	return append(b, measure)
+	return b
 }
 
 // restoreExtra checks an encoded state against this pipeline and adopts it; on error
@@ -658,7 +573,7 @@ func (x *ExDyna) extraState() []byte {
 func (x *ExDyna) restoreExtra(b []byte) error {
 	const head = 4 + 8 + 4 + 4 + 8
 	p := len(x.counts)
-	if want := head + 4*(p+1) + 1; len(b) != want {
+	if want := head + 4*(p+1); len(b) != want {
 		return fmt.Errorf("exdyna: saved threshold and partitions take %d bytes, %d ranks need %d (state of another pipeline or world size?)", len(b), p, want)
 	}
 	if v := binary.LittleEndian.Uint32(b); v != exStateVersion {
@@ -689,11 +604,7 @@ func (x *ExDyna) restoreExtra(b []byte) error {
 			return fmt.Errorf("exdyna: saved partition %d ends at block %d before it starts at %d", j, bounds[j+1], bounds[j])
 		}
 	}
-	measure := b[len(b)-1]
-	if measure > 1 {
-		return fmt.Errorf("exdyna: saved state's measure flag is %d, want 0 or 1", measure)
-	}
-	x.tau, x.measure = tau, measure == 1
+	x.tau = tau
 	copy(x.topo.bounds, bounds)
 	return nil
 }
