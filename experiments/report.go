@@ -17,41 +17,31 @@ import (
 // WriteReport writes the experiment's report.md into dir, beside its cells, and then its
 // plots; the report is written even when a plot cannot be.
 func WriteReport(spec *Spec, cells []Cell, dir string) error {
-	md, err := Report(spec, cells)
+	results, err := readResults(spec, cells)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating the experiment's folder: %w", err)
 	}
-	if err := trainer.WriteFileAtomic(filepath.Join(dir, "report.md"), []byte(md)); err != nil {
+	if err := trainer.WriteFileAtomic(filepath.Join(dir, "report.md"), []byte(render(spec, results))); err != nil {
 		return err
 	}
-	if _, err := plots.Draw(dir, plotCells(cells)); err != nil {
+	if _, err := plots.Draw(dir, plotCells(results)); err != nil {
 		return fmt.Errorf("drawing the plots: %w", err)
 	}
 	return nil
 }
 
-// plotCells describes cells for the plots, leaving out those whose results are stale.
-func plotCells(cells []Cell) []plots.Cell {
+// plotCells describes the cells for the plots, leaving out those whose results are stale.
+func plotCells(results []result) []plots.Cell {
 	var out []plots.Cell
-	for _, c := range cells {
-		if changed, _ := staleness(c); len(changed) == 0 {
+	for _, r := range results {
+		if c := r.cell; len(r.stale) == 0 {
 			out = append(out, plots.Cell{Name: c.Name, Pipeline: c.Config.Pipeline, Setting: c.Setting, Dir: c.Config.Out})
 		}
 	}
 	return out
-}
-
-// staleness lists the result-shaping settings in which the results in cell's folder differ
-// from the cell's (trainer.Changed); none when they match or there are no results.
-func staleness(c Cell) ([]string, error) {
-	s, err := readSummary(c.Config.Out)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return differs(s, c)
 }
 
 // result is what the report shows of one cell.
@@ -66,14 +56,28 @@ type result struct {
 // Report renders the report of an experiment from its cells' summary.json and metrics.csv
 // files. A cell that has not run yet, or stopped early, is marked so.
 func Report(spec *Spec, cells []Cell) (string, error) {
+	results, err := readResults(spec, cells)
+	if err != nil {
+		return "", err
+	}
+	return render(spec, results), nil
+}
+
+// readResults reads what every cell's folder holds.
+func readResults(spec *Spec, cells []Cell) ([]result, error) {
 	results := make([]result, len(cells))
 	for i, c := range cells {
 		r, err := readResult(c, spec.Target)
 		if err != nil {
-			return "", fmt.Errorf("cell %s: %w", c.Name, err)
+			return nil, fmt.Errorf("cell %s: %w", c.Name, err)
 		}
 		results[i] = r
 	}
+	return results, nil
+}
+
+// render writes the report of results.
+func render(spec *Spec, results []result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", spec.Name)
 	if spec.Description != "" {
@@ -86,7 +90,7 @@ func Report(spec *Spec, cells []Cell) (string, error) {
 	writeQualityTable(&b, spec, results)
 	writeSpeedTable(&b, results)
 	b.WriteString(plotsSection)
-	return b.String(), nil
+	return b.String()
 }
 
 func readResult(c Cell, target float64) (result, error) {
