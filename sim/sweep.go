@@ -71,15 +71,12 @@ func (j *sweepJob) label() string {
 // the order profile, network, pipeline, workers. Up to Parallel jobs run at once.
 // Cancelling ctx stops the running jobs at their next step and starts no more.
 func (s *Sweep) Run(ctx context.Context) ([]Point, error) {
-	jobs, err := s.plan()
+	mem := newBudget(s.MemoryLimit)
+	jobs, err := s.plan(mem)
 	if err != nil {
 		return nil, err
 	}
 	points := make([]Point, len(jobs))
-	mem := newBudget(s.MemoryLimit)
-	for _, j := range jobs {
-		j.grads.budget = mem
-	}
 	queue := make(chan int) // indices into jobs and points
 	var (
 		mu    sync.Mutex
@@ -132,11 +129,11 @@ func (s *Sweep) Run(ctx context.Context) ([]Point, error) {
 }
 
 // plan builds the sweep's jobs, checking every network and getting every pipeline's
-// factory before any runs.
-func (s *Sweep) plan() ([]sweepJob, error) {
+// factory before any runs; the profiles' gradients count in mem while they exist.
+func (s *Sweep) plan(mem *budget) ([]sweepJob, error) {
 	var jobs []sweepJob
 	for _, prof := range s.Profiles {
-		grads := &sharedGradients{prof: prof, seed: s.Seed, density: s.Density}
+		grads := &sharedGradients{prof: prof, seed: s.Seed, density: s.Density, budget: mem}
 		for _, net := range s.Networks {
 			if err := net.Model.Check(); err != nil {
 				return nil, fmt.Errorf("network %s: %w", net.Name, err)
