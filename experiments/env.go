@@ -21,14 +21,14 @@ const EnvPrefix = "SSF_"
 // a config key (SSF_ and the key in capitals, dashes as underscores) and is not empty.
 func EnvOverrides(environ []string) map[string]string {
 	keys, _ := trainer.Defaults().Keys() // Defaults always encodes
+	byName := make(map[string]string, len(keys))
+	for key := range keys {
+		byName[envName(key)] = key
+	}
 	out := map[string]string{}
 	for _, kv := range environ {
-		name, value, ok := strings.Cut(kv, "=")
-		if !ok || value == "" || !strings.HasPrefix(name, EnvPrefix) {
-			continue
-		}
-		if key := envKey(name); envName(key) == name {
-			if _, known := keys[key]; known {
+		if name, value, ok := strings.Cut(kv, "="); ok && value != "" {
+			if key, known := byName[name]; known {
 				out[key] = value
 			}
 		}
@@ -40,11 +40,6 @@ func EnvOverrides(environ []string) map[string]string {
 // through its config.yaml instead, where they are recorded.
 func WithoutOverrides(environ []string) []string {
 	return slices.DeleteFunc(slices.Clone(environ), func(kv string) bool { return strings.HasPrefix(kv, EnvPrefix) })
-}
-
-// envKey is the config key of an SSF_* variable.
-func envKey(name string) string {
-	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, EnvPrefix)), "_", "-")
 }
 
 // envName is the variable of a config key.
