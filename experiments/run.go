@@ -132,20 +132,6 @@ func differs(s *trainer.Summary, cell Cell) ([]string, error) {
 	return changed, nil
 }
 
-// Finished reports whether dir holds the summary.json of a training that ran to its end.
-// A summary an interrupted run wrote ("complete": false) does not count, nor does none.
-func Finished(dir string) (bool, error) {
-	s, err := readSummary(dir)
-	if errors.Is(err, errCorruptSummary) {
-		// Not a finished run: running the cell again replaces it.
-		return false, nil
-	}
-	if err != nil || s == nil {
-		return false, err
-	}
-	return s.Complete, nil
-}
-
 // WriteConfig writes cfg as a YAML file of config keys, which `train --config` reads back
 // into the same configuration.
 func WriteConfig(cfg trainer.Config, path string) error {

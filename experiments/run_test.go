@@ -187,24 +187,35 @@ func TestRunnerStopsAtFailure(t *testing.T) {
 	}
 }
 
-func TestFinished(t *testing.T) {
-	dir := t.TempDir()
+// TestRunnerFinishedCells: only a summary of a run that ended counts as finished; none,
+// an interrupted run's ("complete": false) and a half-written one do not.
+func TestRunnerFinishedCells(t *testing.T) {
+	s, err := Parse([]byte("name: e\nmatrix: {pipeline: [dense]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
-		body string
-		want bool
+		name string
+		body func(Cell) []byte // nil: no file
+		want Action
 	}{
-		{"", false}, // no file
-		{`{"complete": true}`, true},
-		{`{"complete": false}`, false},
-		{`{"compl`, false}, // half-written by something else
+		{"no file", nil, Start},
+		{"complete", func(c Cell) []byte { return summaryOf(t, c.Config, true) }, Skip},
+		{"incomplete", func(c Cell) []byte { return summaryOf(t, c.Config, false) }, Start},
+		{"half-written by something else", func(Cell) []byte { return []byte(`{"compl`) }, Start},
 	} {
-		if tc.body != "" {
-			if err := os.WriteFile(filepath.Join(dir, "summary.json"), []byte(tc.body), 0o644); err != nil {
-				t.Fatal(err)
-			}
+		cells, err := s.Expand(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got, err := Finished(dir); err != nil || got != tc.want {
-			t.Errorf("summary %q: finished %v, %v; want %v", tc.body, got, err, tc.want)
+		if tc.body != nil {
+			writeSummary(t, cells[0].Config.Out, tc.body(cells[0]))
+		}
+		var got Action
+		r := Runner{Train: func(context.Context, Cell, bool) error { return nil },
+			Progress: func(_, _ int, _ Cell, a Action, _ []string) { got = a }}
+		if _, err := r.Run(context.Background(), cells); err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
 }
