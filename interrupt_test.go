@@ -146,6 +146,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"train", "--bandwidth", "fast"}, exitUsage},
 		{[]string{"simulate", "--validate=false", "--workers", "0"}, exitUsage},
 		{[]string{"simulate", "--validate=false", "--density", "2"}, exitUsage},
+		{[]string{"simulate", "--validate=false", "--memory", "lots"}, exitUsage},
 		{[]string{"train", "--resume", "/nonexistent"}, exitFailure},
 		{[]string{"plot", "/nonexistent"}, exitFailure},
 	} {

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -134,10 +134,11 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if !(f.tolerance >= 0) {
 		return usage(fmt.Errorf("--tolerance must be at least 0, got %g", f.tolerance))
 	}
-	memory, err := parseBytes(f.memory)
-	if err != nil {
-		return usage(fmt.Errorf("--memory: %w", err))
+	size, err := humanize.ParseBytes(f.memory)
+	if err != nil || size > math.MaxInt64 {
+		return usage(fmt.Errorf("--memory %q: want a size such as 2GB or 512MB", f.memory))
 	}
+	memory := int64(size)
 	if memory > 0 {
 		// The runtime collects harder as the heap nears the limit, so that what the
 		// jobs no longer need does not add up to more than the budget allows. A job
@@ -386,25 +387,4 @@ func (b *jobBar) finish() {
 		b.bar.Finish()
 		fmt.Fprintln(os.Stderr)
 	}
-}
-
-// parseBytes reads a size such as 2GB, 512MB, 1.5GiB or 1000000 (bytes); 0 is none.
-func parseBytes(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		scale  float64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
-	scale := 1.0
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, scale = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.scale
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || !(v >= 0) || math.IsInf(v, 0) || v*scale > math.MaxInt64 {
-		return 0, fmt.Errorf("%q is not a size such as 2GB or 512MB", s)
-	}
-	return int64(v * scale), nil
 }

@@ -20,7 +20,10 @@ func JobMemory(p *profile.Profile) int64 { return jobBytesPerElement * int64(p.P
 
 // LoneMemory is what one job of profile p holds when it runs alone: JobMemory and the
 // shared gradients. A budget below it still runs such a job, alone.
-func LoneMemory(p *profile.Profile) int64 { return JobMemory(p) + 4*int64(p.Params()) }
+func LoneMemory(p *profile.Profile) int64 { return JobMemory(p) + gradientMemory(p) }
+
+// gradientMemory is what the synthetic gradients of profile p hold: 4 bytes an element.
+func gradientMemory(p *profile.Profile) int64 { return 4 * int64(p.Params()) }
 
 // budget is a memory budget that jobs wait for: one may take n bytes when n fits beside
 // what is taken, or when no job runs at all (so that a job larger than the whole budget
@@ -78,7 +81,7 @@ type sharedGradients struct {
 	left  int // jobs of the profile still to end
 }
 
-func (g *sharedGradients) bytes() int64 { return 4 * int64(g.prof.Params()) }
+func (g *sharedGradients) bytes() int64 { return gradientMemory(g.prof) }
 
 // get returns the gradients, making them if they are not there.
 func (g *sharedGradients) get() *Gradients {
