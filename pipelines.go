@@ -44,7 +44,11 @@ var pipelines = map[string]newPipeline{
 		return baselines.NewSAFusion(comm, tensors, fusionBytes(cfg), sparseConfig(cfg), plan, 0)
 	},
 	"exdyna": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return baselines.NewExDyna(comm, tensors, sparseConfig(cfg))
+		var opts []baselines.ExDynaOption
+		if cfg.ExDynaThreshold == "paper" {
+			opts = append(opts, baselines.ExDynaPaperThreshold())
+		}
+		return baselines.NewExDyna(comm, tensors, sparseConfig(cfg), opts...)
 	},
 	// SSFusion and its ablations. The paper's code calls the variant without offloading or
 	// interleaving plain "SSFusion"; here "ssfusion" is the whole system.

@@ -30,7 +30,26 @@ import (
 // worker sent its value there.
 //
 // After each step all ranks update tau and the partition boundaries from the allgathered
-// counts alone, so they agree bit for bit; both are part of the checkpointed state.
+// counts alone, so they agree bit for bit; both are part of the checkpointed state. The
+// boundaries move toward equal counts, the step's mean per partition, as the authors' code
+// has it.
+//
+// Ours: the paper starts tau at 1/(2 sqrt(k)) and moves it by at most half a percent a
+// step, which leaves the density far off the target for the first tens to hundreds of
+// steps, and error feedback makes it worse: while the residuals build up, the magnitude at
+// the target density can grow by half in a step, and no rule of small steps keeps up. So
+// by default the common threshold is measured in every step, with no collective added.
+// Each partition j has a share f_j of the k elements (1/P at first). Worker r estimates
+// from a sample of its partition (compress.KthEstimator) the magnitude of its f_j·k-th
+// largest accumulated element, selects at that estimate, and puts its sample's histogram
+// of magnitudes in its allgather message. Afterwards every rank finds, from all the
+// histograms together, the common threshold tau that k elements reach
+// (compress.ThresholdFor), and sets each share f_j to the part of those k elements that
+// partition j holds (compress.Histogram.Above). So each step selects about k elements
+// where one common threshold would have (the shares are one step old; the levels are the
+// step's own), the partitions' loads differ as under the paper's common threshold, and
+// the boundaries move to even them out. ExDynaPaperThreshold restores the paper's start
+// and rule.
 //
 // ExDyna sends one message per step whatever the fusion buffers, so it is not built on the
 // fusion engine; it shares the push bookkeeping (pipeline.Pushes) and the step meter
@@ -56,11 +75,16 @@ type ExDyna struct {
 	metrics pipeline.StepMetrics
 
 	// Carried from step to step and checkpointed.
-	tau  float64 // 0 until the first step that selects by threshold
-	topo *exTopology
+	tau    float64 // 0 until the first step that selects by threshold
+	topo   *exTopology
+	shares []float64 // by partition: its share of k, when measuring (see ExDyna)
+
+	paper bool                  // see ExDynaPaperThreshold
+	kth   compress.KthEstimator // measures the thresholds
 
 	// Scratch of one step.
-	sendAll  bool // the step sends every element densely
+	sendAll  bool                 // the step sends every element densely
+	hists    []compress.Histogram // by partition: its worker's sample, when measuring
 	send     []byte
 	union    []int32
 	vals     []float32
@@ -71,8 +95,18 @@ type ExDyna struct {
 	observed func(exStep)
 }
 
+// An ExDynaOption changes how NewExDyna's pipeline runs.
+type ExDynaOption func(*ExDyna)
+
+// ExDynaPaperThreshold runs the threshold as the paper does: one threshold for all
+// workers that starts at 1/(2 sqrt(k)), which knows nothing of the gradients' scale, and
+// moves by small factors only, so it takes tens to hundreds of steps to reach the target
+// density and meanwhile the pipeline sends another. By default the threshold is measured
+// in every step instead (see ExDyna).
+func ExDynaPaperThreshold() ExDynaOption { return func(x *ExDyna) { x.paper = true } }
+
 // NewExDyna returns the ExDyna pipeline over comm.
-func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config) (*ExDyna, error) {
+func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config, opts ...ExDynaOption) (*ExDyna, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, fmt.Errorf("exdyna: %w", err)
 	}
@@ -101,12 +135,18 @@ func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.C
 		mem: mem, flat: make([]float32, n),
 		topo:   newExTopology(newExBlocks(n), p),
 		ranges: make([]int, len(tensors)+1),
-		counts: make([]int, p),
+		counts: make([]int, p), hists: make([]compress.Histogram, p), shares: make([]float64, p),
+	}
+	for j := range x.shares {
+		x.shares[j] = 1 / float64(p)
 	}
 	for id := range tensors {
 		if err := mem.Bind(id, x.flat[offsets[id]:offsets[id+1]]); err != nil {
 			return nil, err
 		}
+	}
+	for _, o := range opts {
+		o(x)
 	}
 	return x, nil
 }
@@ -195,7 +235,8 @@ func (x *ExDyna) MirrorMessage(own []byte, rank int) []byte {
 	}
 	step := binary.LittleEndian.Uint64(own)
 	part := int((step + uint64(rank)) % uint64(len(x.counts)))
-	return x.appendSelection(nil, step, part)
+	msg, _ := x.appendSelection(nil, step, part, compress.KFor(x.numel(), x.cfg.DensityAt(int(step))))
+	return msg
 }
 
 // The constants of the algorithm, as the ExDyna paper and its authors' code give them.
@@ -214,16 +255,6 @@ const (
 	exdynaUp      = 1.005
 	exdynaDown    = 0.995
 	exdynaGentle  = 1.00125
-
-	// Ours: far from the target those factors take hundreds of steps to correct a starting
-	// threshold that is off by a few times (the start 1/(2 sqrt(k)) knows nothing of the
-	// gradients' scale), longer than many runs last. Beyond exdynaFar (or below its
-	// inverse) tau moves by exdynaFast a step, between exdynaNear and exdynaFar by
-	// exdynaQuick; near the target the paper's rule is unchanged.
-	exdynaNear  = 1.25
-	exdynaFar   = 2
-	exdynaQuick = 1.02
-	exdynaFast  = 1.05
 
 	// Partition topology: a partition above exdynaOver times its target gives one boundary
 	// block to a neighbour below exdynaUnder times it.
@@ -312,10 +343,11 @@ func (t *exTopology) rebalance(counts []int, target float64, inBlock func(b int)
 // exStep is what one step did, for tests.
 type exStep struct {
 	Step   int
-	Union  []int32 // selected indices into the flattened gradient, ascending
-	Counts []int   // selected per partition
-	Bounds []int   // partition boundaries the step selected in
-	Tau    float64 // threshold the step selected with
+	Union  []int32   // selected indices into the flattened gradient, ascending
+	Counts []int     // selected per partition
+	Bounds []int     // partition boundaries the step selected in
+	Tau    float64   // threshold the step selected with (paper), or the one it found (measured)
+	Shares []float64 // by partition: its share of k the step selected with (measured)
 }
 
 // dense allreduces every accumulated element.
@@ -364,26 +396,33 @@ func imbalance(counts []int) float64 {
 
 // The message each worker allgathers, little-endian:
 //
-//	u64 step, u32 partition, u32 count, count × u32 index into the flattened gradient
+//	u64 step, u32 partition, u32 count, u32 bins H, u32 first bin, f64 weight,
+//	H × u32 histogram counts, count × u32 index into the flattened gradient
 //
-// Indices are ascending and inside the partition; the receiver checks all of it, and the
-// step and partition tell it whether the ranks agree on where they are.
-const exHeaderBytes = 16
+// In a measuring step the histogram is the worker's sample of its partition (see
+// compress.Histogram); otherwise H and the weight are 0. Indices are ascending and inside
+// the partition; the receiver checks all of it, and the step and partition tell it whether
+// the ranks agree on where they are.
+const exHeaderBytes = 32
 
 // sparse selects this worker's share, allgathers it, forms the union of the gathered
 // indices, allreduces this worker's values there, clears them from the memory, and moves
 // tau and the partitions on for the next step.
 func (x *ExDyna) sparse(step, k int) error {
-	tm := compress.Timing{Clock: x.clock, Kind: compress.ThresholdKind}
-	start := tm.Start()
-	if x.tau == 0 {
-		x.tau = 1 / (2 * math.Sqrt(float64(k)))
+	if x.tau == 0 && x.paper {
+		x.tau = paperStart(k)
 	}
 	p := x.comm.Size()
 	part := (step + x.comm.Rank()) % p
 	lo, hi := x.topo.span(part)
-	x.send = x.appendSelection(x.send[:0], uint64(step), part)
-	selected := tm.Took(start, hi-lo)
+	start := x.clock.Now()
+	var sampled int
+	x.send, sampled = x.appendSelection(x.send[:0], uint64(step), part, k)
+	// The clock charges the scan and a top-k over the sample.
+	selected := x.clock.Work(start, compress.ThresholdKind, hi-lo)
+	if sampled > 0 {
+		selected += x.clock.Work(x.clock.Now(), "topk", sampled)
+	}
 	msgs, err := x.comm.AllGatherV(x.send)
 	if err != nil {
 		return fmt.Errorf("exdyna: allgather of the selected indices: %w", err)
@@ -416,27 +455,54 @@ func (x *ExDyna) sparse(step, k int) error {
 	x.meter.Selected(selected, len(x.union), missing)
 	x.meter.SetExtra(pipeline.PartitionImbalance, imbalance(x.counts))
 	if x.observed != nil {
-		x.observed(exStep{Step: step, Union: slices.Clone(x.union), Counts: slices.Clone(x.counts), Bounds: slices.Clone(x.topo.bounds), Tau: x.tau})
+		x.observed(exStep{Step: step, Union: slices.Clone(x.union), Counts: slices.Clone(x.counts),
+			Bounds: slices.Clone(x.topo.bounds), Tau: x.tau, Shares: x.observedShares()})
 	}
 	x.adapt(k)
 	return nil
 }
 
+// paperStart is where the paper starts tau for a target of k elements.
+func paperStart(k int) float64 { return 1 / (2 * math.Sqrt(float64(k))) }
+
 // appendSelection appends to dst the message of a worker selecting in partition part of
-// step: the indices whose accumulated magnitude reaches tau. float32(tau) may round,
-// identically on every rank.
-func (x *ExDyna) appendSelection(dst []byte, step uint64, part int) []byte {
+// step, whose target is k elements over all partitions: the indices whose accumulated
+// magnitude reaches tau, or when measuring the histogram of its sample and the indices
+// that reach its estimate of the magnitude of the partition's share of k (every non-zero
+// one when fewer are non-zero, none when its share is none). It also returns how many
+// elements the measurement sampled. float32(tau) may round, identically on every rank.
+func (x *ExDyna) appendSelection(dst []byte, step uint64, part, k int) ([]byte, int) {
 	lo, hi := x.topo.span(part)
+	tau, sampled := float32(x.tau), 0
+	var h compress.Histogram
+	if !x.paper {
+		share := int(math.Round(x.shares[part] * float64(k)))
+		tau, sampled = x.kth.Estimate(x.flat[lo:hi], share)
+		tau = max(tau, math.SmallestNonzeroFloat32)
+		if share == 0 {
+			tau = float32(math.Inf(1))
+		}
+		h = x.kth.Histogram(x.flat[lo:hi], x.hists[part].Counts)
+		x.hists[part].Counts = h.Counts // keep the scratch space
+	}
 	dst = binary.LittleEndian.AppendUint64(dst, step)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(part))
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // count, filled in below
-	dst = compress.AppendAtLeast(dst, x.flat[lo:hi], lo, float32(x.tau))
-	binary.LittleEndian.PutUint32(dst[12:], uint32((len(dst)-exHeaderBytes)/4))
-	return dst
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(h.Counts)))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(h.First))
+	dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(h.Weight))
+	for _, c := range h.Counts {
+		dst = binary.LittleEndian.AppendUint32(dst, c)
+	}
+	body := len(dst)
+	dst = compress.AppendAtLeast(dst, x.flat[lo:hi], lo, tau)
+	binary.LittleEndian.PutUint32(dst[12:], uint32((len(dst)-body)/4))
+	return dst, sampled
 }
 
 // formUnion checks every rank's message and concatenates their indices in partition order,
-// which is ascending order: partitions are contiguous and exclusive.
+// which is ascending order: partitions are contiguous and exclusive. It records each
+// partition's count and histogram.
 func (x *ExDyna) formUnion(msgs [][]byte, step int) error {
 	p := len(x.counts)
 	if len(msgs) != p {
@@ -452,15 +518,19 @@ func (x *ExDyna) formUnion(msgs [][]byte, step int) error {
 		gotStep := binary.LittleEndian.Uint64(msg)
 		gotPart := binary.LittleEndian.Uint32(msg[8:])
 		count := uint64(binary.LittleEndian.Uint32(msg[12:]))
+		bins := uint64(binary.LittleEndian.Uint32(msg[16:]))
 		if gotStep != uint64(step) || gotPart != uint32(j) {
 			return fmt.Errorf("exdyna: rank %d selected in partition %d of step %d, this rank expected partition %d of step %d", r, gotPart, gotStep, j, step)
 		}
-		if body := uint64(len(msg) - exHeaderBytes); body != 4*count {
-			return fmt.Errorf("exdyna: message of rank %d announces %d indices in %d bytes", r, count, body)
+		if body := uint64(len(msg) - exHeaderBytes); body != 4*(bins+count) {
+			return fmt.Errorf("exdyna: message of rank %d announces %d histogram bins and %d indices in %d bytes", r, bins, count, body)
+		}
+		if err := x.readHistogram(r, j, msg); err != nil {
+			return err
 		}
 		lo, hi := x.topo.span(j)
 		prev := lo - 1
-		for b := msg[exHeaderBytes:]; len(b) > 0; b = b[4:] {
+		for b := msg[exHeaderBytes+4*bins:]; len(b) > 0; b = b[4:] {
 			i := int(binary.LittleEndian.Uint32(b))
 			if i <= prev || i >= hi {
 				return fmt.Errorf("exdyna: rank %d sent index %d, outside partition %d [%d, %d) or not ascending", r, i, j, lo, hi)
@@ -469,6 +539,29 @@ func (x *ExDyna) formUnion(msgs [][]byte, step int) error {
 			x.union = append(x.union, int32(i))
 		}
 		x.counts[j] = int(count)
+	}
+	return nil
+}
+
+// readHistogram checks the histogram in rank r's message for partition j, whose length
+// formUnion has checked, and keeps it: none under the paper's threshold, otherwise bins
+// within range with a finite, non-negative weight.
+func (x *ExDyna) readHistogram(r, j int, msg []byte) error {
+	bins := int(binary.LittleEndian.Uint32(msg[16:]))
+	first := int(binary.LittleEndian.Uint32(msg[20:]))
+	weight := math.Float64frombits(binary.LittleEndian.Uint64(msg[24:]))
+	switch {
+	case x.paper && (bins != 0 || weight != 0):
+		return fmt.Errorf("exdyna: rank %d sent a histogram of %d bins, this rank runs the paper's threshold, which sends none", r, bins)
+	case first+bins > compress.HistogramBins:
+		return fmt.Errorf("exdyna: rank %d sent histogram bins %d to %d, there are %d", r, first, first+bins, compress.HistogramBins)
+	case !(weight >= 0) || math.IsInf(weight, 0):
+		return fmt.Errorf("exdyna: rank %d sent a histogram of weight %g, want a finite non-negative number", r, weight)
+	}
+	h := &x.hists[j]
+	h.First, h.Weight, h.Counts = first, weight, h.Counts[:0]
+	for b := msg[exHeaderBytes : exHeaderBytes+4*bins]; len(b) > 0; b = b[4:] {
+		h.Counts = append(h.Counts, binary.LittleEndian.Uint32(b))
 	}
 	return nil
 }
@@ -498,22 +591,53 @@ func (x *ExDyna) localIndices(id, lo, hi int) []int32 {
 	return x.local
 }
 
-// adapt scales tau and moves partition boundaries after a step that selected
-// sum(counts) elements against a target of k. Everything it reads is the same on every rank.
+// adapt sets tau (and the shares) and moves partition boundaries after a step that
+// selected sum(counts) elements against a target of k. Everything it reads is the same on
+// every rank.
 func (x *ExDyna) adapt(k int) {
 	total := 0
 	for _, c := range x.counts {
 		total += c
 	}
-	switch ratio := float64(total) / float64(k); {
-	case ratio > exdynaFar:
-		x.tau *= exdynaFast
-	case ratio > exdynaNear:
-		x.tau *= exdynaQuick
-	case ratio < 1/exdynaFar:
-		x.tau /= exdynaFast
-	case ratio < 1/exdynaNear:
-		x.tau /= exdynaQuick
+	if x.paper {
+		x.scale(float64(total) / float64(k))
+	} else {
+		x.measured(k)
+	}
+	blocks := x.topo.blocks
+	x.topo.rebalance(x.counts, float64(total)/float64(len(x.counts)), func(b int) int {
+		lo, _ := slices.BinarySearch(x.union, int32(blocks.start(b)))
+		hi, _ := slices.BinarySearch(x.union, int32(blocks.start(b+1)))
+		return hi - lo
+	})
+}
+
+// measured sets tau where the workers' histograms together put k elements, and each
+// partition's share to the part of them its histogram holds. Every rank computes both from
+// the same messages, in partition order, so they agree bit for bit. Without a measurement
+// (every partition empty or zero) they keep their values.
+func (x *ExDyna) measured(k int) {
+	t, ok := compress.ThresholdFor(x.hists, k)
+	if !ok {
+		return
+	}
+	x.tau = float64(t)
+	sum := 0.0
+	for j, h := range x.hists {
+		x.shares[j] = h.Above(t)
+		sum += x.shares[j]
+	}
+	if sum == 0 {
+		return // cannot be, as t came from the same histograms; the shares stay whole
+	}
+	for j := range x.shares {
+		x.shares[j] /= sum
+	}
+}
+
+// scale moves tau by the paper's rule after a step that selected ratio times its target.
+func (x *ExDyna) scale(ratio float64) {
+	switch {
 	case ratio > exdynaTooMany:
 		x.tau *= exdynaUp
 	case ratio <= exdynaTooFew:
@@ -521,12 +645,6 @@ func (x *ExDyna) adapt(k int) {
 	default:
 		x.tau *= exdynaGentle
 	}
-	blocks := x.topo.blocks
-	x.topo.rebalance(x.counts, float64(k)/float64(len(x.counts)), func(b int) int {
-		lo, _ := slices.BinarySearch(x.union, int32(blocks.start(b)))
-		hi, _ := slices.BinarySearch(x.union, int32(blocks.start(b+1)))
-		return hi - lo
-	})
 }
 
 // finish writes the average of the step's values into the tensors' gradients: the union's
@@ -550,12 +668,13 @@ func (x *ExDyna) finish() {
 
 // The checkpointed state, little-endian:
 //
-//	u32 version, u64 elements N, u32 partitions P, u32 blocks, f64 tau, (P+1) × u32 bounds
+//	u32 version, u64 elements N, u32 partitions P, u32 blocks, f64 tau, (P+1) × u32 bounds,
+//	P × f64 shares
 //
 // N, P and the block count are there to refuse a state from another model or world size.
-const exStateVersion = 1
+const exStateVersion = 2
 
-// extraState encodes tau and the partition boundaries.
+// extraState encodes tau, the partition boundaries and the shares.
 func (x *ExDyna) extraState() []byte {
 	b := binary.LittleEndian.AppendUint32(nil, exStateVersion)
 	b = binary.LittleEndian.AppendUint64(b, uint64(x.numel()))
@@ -565,6 +684,9 @@ func (x *ExDyna) extraState() []byte {
 	for _, v := range x.topo.bounds {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
+	for _, f := range x.shares {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+	}
 	return b
 }
 
@@ -573,7 +695,7 @@ func (x *ExDyna) extraState() []byte {
 func (x *ExDyna) restoreExtra(b []byte) error {
 	const head = 4 + 8 + 4 + 4 + 8
 	p := len(x.counts)
-	if want := head + 4*(p+1); len(b) != want {
+	if want := head + 4*(p+1) + 8*p; len(b) != want {
 		return fmt.Errorf("exdyna: saved threshold and partitions take %d bytes, %d ranks need %d (state of another pipeline or world size?)", len(b), p, want)
 	}
 	if v := binary.LittleEndian.Uint32(b); v != exStateVersion {
@@ -604,13 +726,21 @@ func (x *ExDyna) restoreExtra(b []byte) error {
 			return fmt.Errorf("exdyna: saved partition %d ends at block %d before it starts at %d", j, bounds[j+1], bounds[j])
 		}
 	}
+	shares := make([]float64, p)
+	for j := range shares {
+		shares[j] = math.Float64frombits(binary.LittleEndian.Uint64(b[head+4*(p+1)+8*j:]))
+		if !(shares[j] >= 0 && shares[j] <= 1) {
+			return fmt.Errorf("exdyna: saved share %g of partition %d is not a fraction", shares[j], j)
+		}
+	}
 	x.tau = tau
 	copy(x.topo.bounds, bounds)
+	copy(x.shares, shares)
 	return nil
 }
 
 // State implements pipeline.Stateful: the step count, the error-feedback memory, and tau
-// with the partition boundaries in Extra. ExDyna needs no backprop order.
+// with the partition boundaries and shares in Extra. ExDyna needs no backprop order.
 func (x *ExDyna) State() (pipeline.State, error) {
 	st := pipeline.State{Steps: x.steps, Extra: x.extraState()}
 	st.Residuals, st.Momenta = x.mem.Export()
@@ -638,4 +768,13 @@ func (x *ExDyna) Restore(st pipeline.State) error {
 	}
 	x.steps = st.Steps
 	return nil
+}
+
+// observedShares are the shares the step selected with, for exStep: none under the
+// paper's threshold.
+func (x *ExDyna) observedShares() []float64 {
+	if x.paper {
+		return nil
+	}
+	return slices.Clone(x.shares)
 }

@@ -59,6 +59,10 @@ type Config struct {
 	// DensityWarmupSteps is DGC's warm-up: the density falls from 0.25 to Density over
 	// these first steps (0: none).
 	DensityWarmupSteps int `mapstructure:"density-warmup-steps" json:"density_warmup_steps"`
+	// ExDynaThreshold is how ExDyna's threshold is set: "measured" (ours: estimated in
+	// every step from samples the workers share in their allgather) or "paper"
+	// (1/(2 sqrt(k)) at the start, then steps of half a percent).
+	ExDynaThreshold string `mapstructure:"exdyna-threshold" json:"exdyna_threshold"`
 	// MomentumCorrection moves SGD momentum into a sparsifying pipeline's error-feedback
 	// memory (DGC); the optimizer then runs without momentum.
 	MomentumCorrection bool `mapstructure:"momentum-correction" json:"momentum_correction"`
@@ -118,6 +122,7 @@ func Defaults() Config {
 		SelectThreshold: 8192,
 		SelectWorkers:   1,
 		SelectNS:        3,
+		ExDynaThreshold: "measured",
 		Backend:         "tcp",
 		BindAddr:        "127.0.0.1",
 		Timeout:         60 * time.Second,
@@ -247,6 +252,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Workers < 1 {
 		bad("workers must be at least 1, got %d", c.Workers)
+	}
+	switch c.ExDynaThreshold {
+	case "measured", "paper":
+	default:
+		bad("exdyna-threshold must be measured or paper, got %q", c.ExDynaThreshold)
 	}
 	if c.Timeout <= 0 {
 		bad("timeout must be positive, a duration such as 60s: it is how long a silent peer is waited for, got %v", c.Timeout)

@@ -11,7 +11,7 @@ import (
 // recorded in summary.json and checkpoints, so that results of an earlier version are not
 // taken for this one's (see experiments.Runner) and a checkpoint is not resumed across it.
 // Version 0 is what summaries from before its introduction hold.
-const ResultsVersion = 1
+const ResultsVersion = 2 // 2: ExDyna measures its threshold and rebalances toward the mean count
 
 // SafeKeys are the config keys that do not shape a run's results, which may therefore
 // change between a run and its resumption, or between an experiment's runs, without making
