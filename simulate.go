@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +38,7 @@ type simulateFlags struct {
 	intraBandwidth                  string
 	intraLatency                    time.Duration
 	density, fusionMB, speed        float64
+	selection                       string
 	selectionSpeed                  float64
 	selector                        string
 	selectThreshold                 int
@@ -62,9 +65,13 @@ results.csv, simulation.json and PNG plots.
 A simulated step replays the model's compute from a profile (--profile: a shipped model,
 ` + strings.Join(profile.Architectures(), ", ") + `, or a JSON file such as one written by
 train --profile-out), pushes synthetic gradients into the pipeline as backprop would, and
-times selections with a model fitted to this project's selector benchmarks and collectives
-with an alpha-beta network model. One rank stands for all: the ranks are taken to be
-identical, so memory is that of one rank.
+times selections with a selection model and collectives with an alpha-beta network model.
+One rank stands for all: the ranks are taken to be identical, so memory is that of one rank.
+
+--selection picks the selection model: cpu (the default) is fitted to this project's
+selectors on this machine; gpu is a V100 running the papers' PyTorch selectors, built from
+published figures, where every selection pays tens of microseconds of kernel launches and
+host waits whatever its size. --selection-speed divides either's times.
 
 At 10 and 56 Gbit/s, unless --latency is given, the network uses the constants found in
 SAFusion's code; other bandwidths take beta = 8/bandwidth and alpha = --latency (default
@@ -75,7 +82,8 @@ node. SSFusion and SAFusion plan with the simulated network itself (--allreduce 
 Unless --validate=false, the simulator first checks itself against runs measured on this
 machine (experiments/validation.yaml: every pipeline at 2 and 4 workers over emulated links,
 trained once and kept in --out/validation), and the report opens with the table of predicted
-against measured step times.`,
+against measured step times. The validation runs select on this machine's CPU, so it cannot
+check --selection gpu, which needs --validate=false.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
 	}
@@ -94,6 +102,7 @@ against measured step times.`,
 	fl.StringVar(&f.selector, "selector", "topk", "selector: "+strings.Join(compress.SelectorNames(), ", "))
 	fl.IntVar(&f.selectThreshold, "select-threshold", trainer.Defaults().SelectThreshold, "SSFusion: tensors of at least this many elements are sparsified")
 	fl.Float64Var(&f.speed, "speed", 1, "compute speed factor: the profile's times are divided by it")
+	fl.StringVar(&f.selection, "selection", "cpu", "selection-time model: "+strings.Join(selectionModelNames(), " or "))
 	fl.Float64Var(&f.selectionSpeed, "selection-speed", 1, "selection speed factor: the selection model's times are divided by it")
 	fl.IntVar(&f.steps, "steps", sim.DefaultSteps, "steps simulated per job")
 	fl.IntVar(&f.warmup, "warmup", sim.DefaultWarmup, "first steps left out of the averages (0: the default, or all steps but the last)")
@@ -124,7 +133,16 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 			return usage(fmt.Errorf("--workers: %d is not a worker count", w))
 		}
 	}
-	selection := sim.DefaultSelectionModel()
+	newSelection, ok := selectionModels[f.selection]
+	if !ok {
+		return usage(fmt.Errorf("--selection %q: want %s", f.selection, strings.Join(selectionModelNames(), " or ")))
+	}
+	if f.selection != "cpu" && f.validate {
+		// The validation predicts runs measured here, whose selections ran on this
+		// machine's CPU: against them another model could only fail, or pass by chance.
+		return usage(fmt.Errorf("--selection %s: the validation measures selection on this machine's CPU and cannot check this model; pass --validate=false (and validate with --selection cpu)", f.selection))
+	}
+	selection := newSelection()
 	if f.selectionSpeed != 1 {
 		if !(f.selectionSpeed > 0) || math.IsInf(f.selectionSpeed, 0) {
 			return usage(fmt.Errorf("--selection-speed must be positive and finite, got %g", f.selectionSpeed))
@@ -271,6 +289,9 @@ func simFactory(f *simulateFlags, name string, net sim.Net, selection sim.Select
 	cfg := trainer.Defaults()
 	cfg.Pipeline, cfg.Density, cfg.FusionMB = name, f.density, f.fusionMB
 	cfg.Selector, cfg.SelectThreshold = f.selector, f.selectThreshold
+	// The chooser prices selection per element; a 1M-element tensor's time per element
+	// spreads the model's per-call cost (kernel launches, under the GPU model) over a
+	// tensor of the size SSFusion sparsifies.
 	cfg.SelectNS = selection.Time(f.selector, 1<<20).Seconds() * 1e9 / (1 << 20)
 	plan := net.Model
 	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
@@ -293,10 +314,27 @@ func tryPipeline(f *simulateFlags, name string, net sim.Net, selection sim.Selec
 	return p.Close()
 }
 
+// selectionModels are the --selection values: the selection-time models by name.
+var selectionModels = map[string]func() sim.SelectionModel{
+	"cpu": sim.DefaultSelectionModel,
+	"gpu": sim.GPUSelectionModel,
+}
+
+// selectionModelDescriptions say in the report what each --selection value stands for.
+var selectionModelDescriptions = map[string]string{
+	"cpu": "cpu: our selectors on this machine's CPU (sim.DefaultSelectionModel)",
+	"gpu": "gpu: the papers' PyTorch selectors on a V100, from published figures and stated estimates (sim.GPUSelectionModel)",
+}
+
+func selectionModelNames() []string {
+	return slices.Sorted(maps.Keys(selectionModels))
+}
+
 func simSetting(f *simulateFlags, nets []sim.Net) map[string]string {
 	s := map[string]string{
 		"density":   fmt.Sprint(f.density),
 		"fusion":    fmt.Sprintf("%g MiB", f.fusionMB),
+		"selection": selectionModelDescriptions[f.selection],
 		"selector":  f.selector,
 		"steps":     fmt.Sprintf("%d, of which %d warm-up", f.steps, f.warmup),
 		"speed":     fmt.Sprintf("compute x%g, selection x%g", f.speed, f.selectionSpeed),

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ssfusion/ssfusion/profile"
 	"github.com/ssfusion/ssfusion/sim"
 	"github.com/ssfusion/ssfusion/trainer"
 )
@@ -86,6 +89,9 @@ func TestSimulateRejectsBadFlags(t *testing.T) {
 		{[]string{"--speed", "0"}, "speed"},
 		{[]string{"--selection-speed", "-1"}, "selection-speed"},
 		{[]string{"--selection-speed", "+Inf"}, "selection-speed"},
+		{[]string{"--selection", "tpu"}, "--selection \"tpu\""},
+		{[]string{"--selection", ""}, "--selection"},
+		{[]string{"--selection", "GPU"}, "GPU"},
 		{[]string{"--density", "2"}, "density"},
 		{[]string{"--selector", "bogus"}, "bogus"},
 		{[]string{"--tolerance", "-1"}, "tolerance"},
@@ -97,8 +103,82 @@ func TestSimulateRejectsBadFlags(t *testing.T) {
 			t.Errorf("simulate %v: error %v, want one naming %q", tc.args, err, tc.want)
 		}
 	}
+	// The validation measures this machine's CPU: it cannot check the GPU model, and
+	// says so before it trains anything.
+	if err := runSimulateArgs(t, "--selection", "gpu", "--out", out); err == nil || !strings.Contains(err.Error(), "--validate=false") {
+		t.Errorf("simulate --selection gpu with validation: error %v, want one pointing to --validate=false", err)
+	}
 	if entries, _ := os.ReadDir(out); len(entries) != 0 {
 		t.Errorf("bad flags left %d files in --out", len(entries))
+	}
+}
+
+// TestSimulateSelectionModels checks that --selection reaches the simulation: per-tensor
+// selection of every ResNet-50 tensor takes, per step, what the chosen model predicts for
+// the profile's tensors, and the report records the choice.
+func TestSimulateSelectionModels(t *testing.T) {
+	prof, err := profile.Builtin("resnet50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, tc := range []struct {
+		name  string
+		model sim.SelectionModel
+	}{
+		{"cpu", sim.DefaultSelectionModel()},
+		{"gpu", sim.GPUSelectionModel()},
+	} {
+		out := t.TempDir()
+		if err := runSimulateArgs(t, "--validate=false", "--selection", tc.name, "--profile", "resnet50", "--pipelines", "pertensor",
+			"--workers", "8", "--bandwidth", "10Gbit", "--steps", "3", "--warmup", "2", "--out", out); err != nil {
+			t.Fatalf("--selection %s: %v", tc.name, err)
+		}
+		rep := readSimulation(t, out)
+		if len(rep.Points) != 1 {
+			t.Fatalf("--selection %s: %d points, want 1", tc.name, len(rep.Points))
+		}
+		var want time.Duration
+		for _, ten := range prof.Tensors {
+			want += tc.model.Time("topk", ten.Numel)
+		}
+		got[tc.name] = rep.Points[0].SelectionTotalMS
+		if wantMS := want.Seconds() * 1e3; math.Abs(got[tc.name]-wantMS) > 0.01*wantMS {
+			t.Errorf("--selection %s: per-tensor selection %.3f ms a step, want the model's %.3f ms", tc.name, got[tc.name], wantMS)
+		}
+		if s := rep.Setting["selection"]; !strings.HasPrefix(s, tc.name+":") {
+			t.Errorf("--selection %s: the report records selection %q", tc.name, s)
+		}
+	}
+	if got["cpu"] == got["gpu"] {
+		t.Errorf("per-tensor selection took %.3f ms a step under both models", got["cpu"])
+	}
+}
+
+// readSimulation reads the simulation.json a simulate run wrote into dir.
+func readSimulation(t *testing.T, dir string) sim.Report {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "simulation.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestSelectionModelsDescribed keeps the --selection values and the report's words for
+// them together.
+func TestSelectionModelsDescribed(t *testing.T) {
+	for name := range selectionModels {
+		if !strings.HasPrefix(selectionModelDescriptions[name], name+": ") {
+			t.Errorf("--selection %s: description %q", name, selectionModelDescriptions[name])
+		}
+	}
+	if len(selectionModelDescriptions) != len(selectionModels) {
+		t.Errorf("%d descriptions for %d selection models", len(selectionModelDescriptions), len(selectionModels))
 	}
 }
 
@@ -109,14 +189,7 @@ func TestSimulateWritesReport(t *testing.T) {
 		"--workers", "8,16", "--bandwidth", "10Gbit", "--steps", "4", "--warmup", "2", "--out", out); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(out, "simulation.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep sim.Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readSimulation(t, out)
 	if len(rep.Points) != 4 {
 		t.Fatalf("%d points, want 2 pipelines x 2 scales", len(rep.Points))
 	}

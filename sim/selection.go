@@ -26,12 +26,22 @@ func (l Linear) At(n int) time.Duration {
 	return time.Duration(math.Round(l.PerCallNS + l.PerElementNS*float64(n)))
 }
 
+// Step is a fixed cost that calls on at least From elements pay on top of their Linear
+// cost: an implementation that changes algorithm at a size, as GPU top-k goes from one
+// kernel to seventeen (see GPUSelectionModel). A Step with From of 0 or less adds nothing.
+type Step struct {
+	From    int
+	ExtraNS float64
+}
+
 // SelectionModel predicts how long one selection takes, by the kind of selection: the
 // pipeline selector names ("topk", "dgc" and its alias "sampled", "gaussiank", "randomk")
 // and "threshold", the plain scan comparing |x| with a threshold that ExDyna runs over its
-// partition (so a simulator asks for Time("threshold", n/P), not n).
+// partition (so a simulator asks for Time("threshold", n/P), not n). Steps, which may be
+// nil, adds a Step to the Linear cost of the kinds it names.
 type SelectionModel struct {
 	Kinds map[string]Linear
+	Steps map[string]Step
 }
 
 // Time returns the time of one selection of kind on a tensor of n elements. A kind the
@@ -42,11 +52,14 @@ func (m SelectionModel) Time(kind string, n int) time.Duration {
 	if n <= 0 {
 		return 0
 	}
-	l, ok := m.Kinds[kind]
-	if !ok {
-		l = m.Kinds["topk"]
+	if _, ok := m.Kinds[kind]; !ok {
+		kind = "topk"
 	}
-	return l.At(n)
+	d := m.Kinds[kind].At(n)
+	if s := m.Steps[kind]; s.From > 0 && n >= s.From {
+		d += time.Duration(math.Round(s.ExtraNS))
+	}
+	return d
 }
 
 // Scaled returns the model of a machine speed times as fast: every time is divided by
@@ -56,12 +69,19 @@ func (m SelectionModel) Scaled(speed float64) SelectionModel {
 	if !(speed > 0) || math.IsInf(speed, 0) {
 		panic(fmt.Sprintf("sim: selection model scaled by %v, want a positive finite speed", speed))
 	}
-	// A new map: the caller's model must not change under it.
+	// New maps: the caller's model must not change under it.
 	kinds := make(map[string]Linear, len(m.Kinds))
 	for k, l := range m.Kinds {
 		kinds[k] = Linear{PerCallNS: l.PerCallNS / speed, PerElementNS: l.PerElementNS / speed}
 	}
-	return SelectionModel{Kinds: kinds}
+	var steps map[string]Step
+	if m.Steps != nil {
+		steps = make(map[string]Step, len(m.Steps))
+		for k, s := range m.Steps {
+			steps[k] = Step{From: s.From, ExtraNS: s.ExtraNS / speed}
+		}
+	}
+	return SelectionModel{Kinds: kinds, Steps: steps}
 }
 
 // DefaultSelectionModel returns the selection times measured on the development machine

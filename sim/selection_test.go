@@ -39,10 +39,17 @@ func TestSelectionModelDefaultKinds(t *testing.T) {
 }
 
 func TestSelectionModelTimeLinear(t *testing.T) {
-	m := SelectionModel{Kinds: map[string]Linear{
-		"topk":      {PerCallNS: 1000, PerElementNS: 2},
-		"threshold": {PerCallNS: 0, PerElementNS: 0.5},
-	}}
+	m := SelectionModel{
+		Kinds: map[string]Linear{
+			"topk":      {PerCallNS: 1000, PerElementNS: 2},
+			"threshold": {PerCallNS: 0, PerElementNS: 0.5},
+			"dgc":       {PerCallNS: 10, PerElementNS: 1},
+		},
+		Steps: map[string]Step{
+			"topk": {From: 5000, ExtraNS: 700},
+			"dgc":  {From: 0, ExtraNS: 1e6}, // no From: adds nothing
+		},
+	}
 	for _, c := range []struct {
 		kind string
 		n    int
@@ -50,10 +57,14 @@ func TestSelectionModelTimeLinear(t *testing.T) {
 	}{
 		{"topk", 1, 1002},
 		{"topk", 1000, 3000},
-		{"topk", 1_000_000, 2_001_000},
+		{"topk", 4999, 10_998},
+		{"topk", 5000, 11_700}, // the step from its From on
+		{"topk", 1_000_000, 2_001_700},
 		{"threshold", 3, 2}, // 1.5 ns rounds to 2
 		{"threshold", 1_000_000, 500_000},
-		{"topk", 0, 0}, // an empty tensor is not selected from
+		{"dgc", 100, 110},
+		{"nope", 5000, 11_700}, // an unknown kind costs topk's line and step
+		{"topk", 0, 0},         // an empty tensor is not selected from
 		{"topk", -5, 0},
 	} {
 		if got := m.Time(c.kind, c.n); got != c.want {
@@ -61,9 +72,16 @@ func TestSelectionModelTimeLinear(t *testing.T) {
 		}
 	}
 
-	// Of the default model: linear (equal steps in n give equal steps in time, up to
-	// rounding) and increasing in n, for every kind.
-	d := DefaultSelectionModel()
+	// Of the shipped models: linear (equal steps in n give equal steps in time, up to
+	// rounding) and increasing in n, for every kind. The sizes stay clear of the GPU
+	// model's steps.
+	for _, d := range []SelectionModel{DefaultSelectionModel(), GPUSelectionModel()} {
+		checkLinear(t, d)
+	}
+}
+
+func checkLinear(t *testing.T, d SelectionModel) {
+	t.Helper()
 	for _, kind := range selectionKinds {
 		prev := time.Duration(0)
 		for n := 1000; n <= 64_000_000; n *= 2 {
@@ -95,20 +113,31 @@ func TestSelectionModelUnknownKind(t *testing.T) {
 }
 
 func TestSelectionModelScaled(t *testing.T) {
-	m := SelectionModel{Kinds: map[string]Linear{"topk": {PerCallNS: 1000, PerElementNS: 2}}}
+	m := SelectionModel{
+		Kinds: map[string]Linear{"topk": {PerCallNS: 1000, PerElementNS: 2}},
+		Steps: map[string]Step{"topk": {From: 10, ExtraNS: 800}},
+	}
 	s := m.Scaled(4)
 	if got, want := s.Kinds["topk"], (Linear{PerCallNS: 250, PerElementNS: 0.5}); got != want {
 		t.Errorf("Scaled(4) = %+v, want %+v", got, want)
 	}
+	if got, want := s.Steps["topk"], (Step{From: 10, ExtraNS: 200}); got != want {
+		t.Errorf("Scaled(4) step = %+v, want %+v: the size it starts at is not a time", got, want)
+	}
 	if got := m.Kinds["topk"]; got != (Linear{PerCallNS: 1000, PerElementNS: 2}) {
 		t.Errorf("Scaled changed the original model to %+v", got)
 	}
-	d := DefaultSelectionModel()
-	half := d.Scaled(0.5)
-	for _, kind := range selectionKinds {
-		n := 123_457
-		if got, want := half.Time(kind, n), 2*d.Time(kind, n); got < want-1 || got > want+1 {
-			t.Errorf("%s: Scaled(0.5).Time = %v, want about %v", kind, got, want)
+	if got := m.Steps["topk"]; got != (Step{From: 10, ExtraNS: 800}) {
+		t.Errorf("Scaled changed the original step to %+v", got)
+	}
+	for _, d := range []SelectionModel{DefaultSelectionModel(), GPUSelectionModel()} {
+		half := d.Scaled(0.5)
+		for _, kind := range selectionKinds {
+			for _, n := range []int{1000, 123_457, 3_000_000} {
+				if got, want := half.Time(kind, n), 2*d.Time(kind, n); got < want-1 || got > want+1 {
+					t.Errorf("%s on %d: Scaled(0.5).Time = %v, want about %v", kind, n, got, want)
+				}
+			}
 		}
 	}
 	for _, speed := range []float64{0, -1, math.NaN(), math.Inf(1)} {
