@@ -34,6 +34,17 @@
 // axis sweeps. Keys a bundle leaves out keep the base's value (plain above trains without
 // momentum correction, as the base does).
 //
+// # Exclusions
+//
+// Exclude leaves combinations out of the matrix, such as a recipe that one pipeline
+// refuses; each entry names axes and a value of each (a bundle by its name), and the cells
+// that match every entry's values are left out:
+//
+//	exclude:
+//	  - {recipe: dgc, pipeline: dense}
+//
+// An axis the matrix lacks, a value its axis lacks, and leaving out every cell are errors.
+//
 // # Seeds
 //
 // An axis named seed repeats every other combination with each seed. Cells that differ in
@@ -66,6 +77,10 @@ type Spec struct {
 	Target float64
 	Base   map[string]any
 	Matrix []Axis // in the order of the file
+	// Exclude lists combinations the matrix leaves out: a cell whose values match every
+	// entry of one of them (axis key to value, a bundle by its name, each as it reads in
+	// folder names) is not part of the experiment.
+	Exclude []map[string]string
 	// Env holds config keys set by the environment (SSF_* variables, see EnvOverrides),
 	// which override the base and the matrix in every cell, as they would override the
 	// flags of train.
@@ -162,9 +177,10 @@ func Parse(data []byte) (*Spec, error) {
 		return nil, fmt.Errorf("not valid YAML: %w", err)
 	}
 	if len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
-		return nil, errors.New("want a mapping with the keys name, description, target, base and matrix")
+		return nil, errors.New("want a mapping with the keys name, description, target, base, matrix and exclude")
 	}
 	s := &Spec{}
+	var exclude *yaml.Node // checked against the matrix, which may come after it
 	doc := root.Content[0]
 	for i := 0; i < len(doc.Content); i += 2 {
 		key, val := doc.Content[i], doc.Content[i+1]
@@ -183,8 +199,10 @@ func Parse(data []byte) (*Spec, error) {
 			err = val.Decode(&s.Base)
 		case "matrix":
 			s.Matrix, err = parseMatrix(val)
+		case "exclude":
+			exclude = val
 		default:
-			return nil, fmt.Errorf("line %d: unknown key %q (want name, description, target, base, matrix)", key.Line, key.Value)
+			return nil, fmt.Errorf("line %d: unknown key %q (want name, description, target, base, matrix, exclude)", key.Line, key.Value)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", key.Value, err)
@@ -207,7 +225,78 @@ func Parse(data []byte) (*Spec, error) {
 	if err := checkOneAxisPerKey(s.Matrix); err != nil {
 		return nil, fmt.Errorf("matrix: %w", err)
 	}
+	if exclude != nil {
+		var err error
+		if s.Exclude, err = parseExclude(exclude, s.Matrix); err != nil {
+			return nil, fmt.Errorf("exclude: %w", err)
+		}
+	}
 	return s, nil
+}
+
+// parseExclude reads the combinations to leave out, each a mapping of axes to one of their
+// values, and refuses an axis the matrix lacks or a value the axis lacks: a misspelt
+// exclusion would otherwise leave in the cells it was to remove.
+func parseExclude(n *yaml.Node, axes []Axis) ([]map[string]string, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("line %d: want a list of combinations, e.g. - {recipe: dgc, pipeline: dense}", n.Line)
+	}
+	var out []map[string]string
+	for _, entry := range n.Content {
+		var m map[string]any
+		if err := entry.Decode(&m); err != nil || len(m) == 0 {
+			return nil, fmt.Errorf("line %d: want a mapping of matrix axes to a value of each, e.g. {recipe: dgc, pipeline: dense}", entry.Line)
+		}
+		combination := make(map[string]string, len(m))
+		for key, v := range m {
+			i := slices.IndexFunc(axes, func(a Axis) bool { return a.Key == key })
+			if i < 0 {
+				return nil, fmt.Errorf("line %d: %s is not an axis of the matrix", entry.Line, key)
+			}
+			value := fmt.Sprint(v)
+			if folder, err := folderValue(key, v); err == nil {
+				value = folder
+			}
+			if !slices.Contains(axes[i].folders(), value) {
+				return nil, fmt.Errorf("line %d: the axis %s has no value %s (it has %s)", entry.Line, key, value, strings.Join(axes[i].folders(), ", "))
+			}
+			combination[key] = value
+		}
+		out = append(out, combination)
+	}
+	return out, nil
+}
+
+// folders lists the axis's values as they read in folder names: a bundle by its name.
+// A value that cannot be part of a folder name, which Expand refuses, reads as fmt prints it.
+func (a Axis) folders() []string {
+	if a.Bundles != nil {
+		names := make([]string, len(a.Bundles))
+		for i, b := range a.Bundles {
+			names[i] = b.Name
+		}
+		return names
+	}
+	out := make([]string, len(a.Values))
+	for i, v := range a.Values {
+		out[i] = fmt.Sprint(v)
+		if folder, err := folderValue(a.Key, v); err == nil {
+			out[i] = folder
+		}
+	}
+	return out
+}
+
+// excluded reports whether the cell of the values at idx is one that Exclude leaves out.
+func (s *Spec) excluded(idx []int) bool {
+	return slices.ContainsFunc(s.Exclude, func(combination map[string]string) bool {
+		for a, axis := range s.Matrix {
+			if v, ok := combination[axis.Key]; ok && v != axis.folders()[idx[a]] {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // checkOneAxisPerKey refuses a config key that two axes set: which of the two values a
@@ -365,7 +454,10 @@ func (s *Spec) Expand(resultsDir string) ([]Cell, error) {
 	}
 	var cells []Cell
 	idx := make([]int, len(s.Matrix))
-	for {
+	for more := true; more; more = next(idx, s.Matrix) {
+		if s.excluded(idx) {
+			continue
+		}
 		c, err := s.cell(idx, base, dir)
 		if err != nil {
 			return nil, err
@@ -374,10 +466,11 @@ func (s *Spec) Expand(resultsDir string) ([]Cell, error) {
 			return nil, fmt.Errorf("matrix: two cells are %s; each value of a key must appear once", c.Name)
 		}
 		cells = append(cells, c)
-		if !next(idx, s.Matrix) {
-			return cells, nil
-		}
 	}
+	if len(cells) == 0 {
+		return nil, errors.New("exclude: leaves out every cell of the matrix")
+	}
+	return cells, nil
 }
 
 // checkBundles decodes each bundle on its own onto base, so that an unknown key or a value

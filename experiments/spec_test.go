@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -310,5 +311,62 @@ func TestSeedGroups(t *testing.T) {
 			t.Errorf("%s, cell %s: group %q, setting %q, group setting %q; want %q, %q, %q",
 				tc.matrix, c.Name, c.Group, c.Setting, c.GroupSetting, tc.group, tc.setting, tc.gsetting)
 		}
+	}
+}
+
+func TestExclude(t *testing.T) {
+	s, err := Parse([]byte(`
+exclude:
+  - {recipe: dgc, pipeline: dense}
+  - {seed: 2, pipeline: pertensor}
+matrix:
+  recipe:
+    - name: plain
+    - {name: dgc, momentum-correction: true}
+  pipeline: [dense, pertensor]
+  seed: [1, 2]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand("out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range cells {
+		names = append(names, c.Name)
+	}
+	want := []string{
+		"recipe-plain_pipeline-dense_seed-1", "recipe-plain_pipeline-dense_seed-2", "recipe-plain_pipeline-pertensor_seed-1",
+		"recipe-dgc_pipeline-pertensor_seed-1",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("cells %q, want %q", names, want)
+	}
+}
+
+func TestBadExclude(t *testing.T) {
+	const matrix = "matrix:\n  recipe: [{name: plain}, {name: dgc}]\n  pipeline: [dense]\n"
+	for _, tc := range []struct{ name, exclude, want string }{
+		{"not a list", "exclude: {pipeline: dense}\n", "list"},
+		{"not a mapping", "exclude: [dense]\n", "mapping"},
+		{"empty", "exclude: [{}]\n", "mapping"},
+		{"unknown axis", "exclude: [{pipelin: dense}]\n", "pipelin is not an axis"},
+		{"unknown value", "exclude: [{recipe: dcg}]\n", "recipe has no value dcg (it has plain, dgc)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.exclude + matrix))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "exclude") {
+				t.Errorf("error %v, want one naming exclude and %q", err, tc.want)
+			}
+		})
+	}
+	s, err := Parse([]byte("exclude: [{pipeline: dense}]\n" + matrix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Expand("out"); err == nil || !strings.Contains(err.Error(), "every cell") {
+		t.Errorf("excluding every cell: %v", err)
 	}
 }
