@@ -35,6 +35,9 @@ func TestShippedExperiments(t *testing.T) {
 			if _, ok := pipelines[c.Config.Pipeline]; !ok {
 				t.Errorf("%s, cell %s: unknown pipeline %q", f, c.Name, c.Config.Pipeline)
 			}
+			if err := checkPipelineConfig(&c.Config); err != nil {
+				t.Errorf("%s, cell %s: %v", f, c.Name, err)
+			}
 		}
 		if spec.Name == "quickstart" {
 			if err := preflight(f, cells); err != nil {
@@ -124,5 +127,24 @@ matrix:
 	defer f.Close()
 	if _, err := png.Decode(f); err != nil {
 		t.Errorf("accuracy-time.png: %v", err)
+	}
+}
+
+// A cell whose pipeline refuses its settings stops the experiment before any cell trains,
+// naming the cell and the way to leave it out.
+func TestPreflightRefusesWhatAPipelineRefuses(t *testing.T) {
+	spec, err := experiments.Parse([]byte("base: {model: mlp, dataset: synthetic}\nmatrix: {pipeline: [pertensor, dense], momentum-correction: [true]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := spec.Expand(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = preflight("dgc.yaml", cells)
+	for _, want := range []string{"pipeline-dense_momentum-correction-true", "momentum-correction applies to sparsifying pipelines only", "exclude"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to mention %q", err, want)
+		}
 	}
 }
