@@ -24,7 +24,7 @@
 //	    - name: dgc
 //	      momentum-correction: true
 //	      density-warmup-steps: 200
-//	  pipeline: [dense, ssfusion]
+//	  pipeline: [pertensor, ssfusion]
 //
 // The axis's key (recipe) is not a config key but names the recipe in the cells' folders
 // (recipe-dgc_pipeline-ssfusion). Every value needs a name, which follows the rules of any
