@@ -1,11 +1,16 @@
 package main
 
 import (
+	"fmt"
+	"image/png"
+	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/experiments"
+	"github.com/ssfusion/ssfusion/trainer"
 )
 
 // Every shipped experiment file must load, expand into valid cells and name registered
@@ -30,6 +35,9 @@ func TestShippedExperiments(t *testing.T) {
 			if _, ok := pipelines[c.Config.Pipeline]; !ok {
 				t.Errorf("%s, cell %s: unknown pipeline %q", f, c.Name, c.Config.Pipeline)
 			}
+			if err := checkPipelineConfig(&c.Config); err != nil {
+				t.Errorf("%s, cell %s: %v", f, c.Name, err)
+			}
 		}
 		if spec.Name == "quickstart" {
 			if err := preflight(f, cells); err != nil {
@@ -53,6 +61,88 @@ func TestPreflightNamesMissingData(t *testing.T) {
 	}
 	err = preflight("resnet20-cifar10.yaml", cells)
 	for _, want := range []string{"cifar10", "data_batch_1.bin", "https://www.cs.toronto.edu/~kriz/cifar.html", "--data-dir"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to mention %q", err, want)
+		}
+	}
+}
+
+// TestSeededExperiment runs, as a user would, an experiment of two seeds and reads its
+// report back: one row for the group, whose figures are the mean and sample standard
+// deviation of the two cells' summaries, and the plots drawn from them.
+func TestSeededExperiment(t *testing.T) {
+	dir := t.TempDir()
+	experiment := `name: seeded
+target: 0.5
+base: {model: mlp, dataset: synthetic, workers: 2, backend: inproc, max-steps: 20, eval-every: 10, eval-samples: 256, density: 0.05}
+matrix:
+  pipeline: [ssfusion]
+  seed: [1, 2]
+`
+	if err := os.WriteFile(filepath.Join(dir, "seeded.yaml"), []byte(experiment), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := command(t, dir, "run", "seeded.yaml", "--results", "results")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v; output:\n%s", err, out)
+	}
+	results := filepath.Join(dir, "results", "seeded")
+	var sums [2]trainer.Summary
+	for i := range sums {
+		sums[i] = readSummary(t, filepath.Join(results, fmt.Sprintf("pipeline-ssfusion_seed-%d", i+1)))
+		if !sums[i].Complete || sums[i].Eval.Accuracy == nil || sums[i].Config.Seed != int64(i+1) {
+			t.Fatalf("seed %d: complete %v, accuracy %v, seed %d", i+1, sums[i].Complete, sums[i].Eval.Accuracy, sums[i].Config.Seed)
+		}
+	}
+	// The mean and the sample standard deviation of two values.
+	meanStd := func(f func(trainer.Summary) float64) (float64, float64) {
+		a, b := f(sums[0]), f(sums[1])
+		return (a + b) / 2, math.Abs(a-b) / math.Sqrt2
+	}
+	accMean, accStd := meanStd(func(s trainer.Summary) float64 { return 100 * *s.Eval.Accuracy })
+	lossMean, lossStd := meanStd(func(s trainer.Summary) float64 { return *s.FinalLoss })
+	spsMean, spsStd := meanStd(func(s trainer.Summary) float64 { return s.Throughput.SamplesPerS })
+	raw, err := os.ReadFile(filepath.Join(results, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(raw)
+	for _, want := range []string{
+		fmt.Sprintf("| pipeline-ssfusion | n=2 | 20 | %.2f ± %.2f%% |", accMean, accStd),
+		fmt.Sprintf("| %.4f ± %.4f |", lossMean, lossStd),
+		fmt.Sprintf("| pipeline-ssfusion | n=2 | %.1f ± %.1f |", spsMean, spsStd),
+		"| pipeline-ssfusion_seed-1 | 20 |", "| pipeline-ssfusion_seed-2 | 20 |",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	if rows := strings.Count(report, "| pipeline-ssfusion | n=2 |"); rows != 2 {
+		t.Errorf("%d group rows, want one in each table:\n%s", rows, report)
+	}
+	f, err := os.Open(filepath.Join(results, "accuracy-time.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("accuracy-time.png: %v", err)
+	}
+}
+
+// A cell whose pipeline refuses its settings stops the experiment before any cell trains,
+// naming the cell and the way to leave it out.
+func TestPreflightRefusesWhatAPipelineRefuses(t *testing.T) {
+	spec, err := experiments.Parse([]byte("base: {model: mlp, dataset: synthetic}\nmatrix: {pipeline: [pertensor, dense], momentum-correction: [true]}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := spec.Expand(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = preflight("dgc.yaml", cells)
+	for _, want := range []string{"pipeline-dense_momentum-correction-true", "momentum-correction applies to sparsifying pipelines only", "exclude"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to mention %q", err, want)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ssfusion/ssfusion/baselines"
@@ -22,8 +23,8 @@ type newPipeline func(cfg *trainer.Config, net *netmodel.Network, comm dist.Comm
 // knows only the pipeline.Pipeline interface.
 var pipelines = map[string]newPipeline{
 	"dense": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		if cfg.MomentumCorrection {
-			return nil, fmt.Errorf("momentum-correction applies to sparsifying pipelines only; dense keeps momentum in the optimizer")
+		if err := checkPipelineConfig(cfg); err != nil {
+			return nil, err
 		}
 		if comm.Size() == 1 {
 			return pipeline.NewLocal(tensors), nil
@@ -56,6 +57,15 @@ var pipelines = map[string]newPipeline{
 	"ssfusion-naive": ssfusionVariant(false, false),
 	"ssfusion-o":     ssfusionVariant(true, false),
 	"ssfusion-i":     ssfusionVariant(false, true),
+}
+
+// checkPipelineConfig reports settings that the pipeline cfg names refuses, which run
+// checks for every cell before the first one trains.
+func checkPipelineConfig(cfg *trainer.Config) error {
+	if cfg.Pipeline == "dense" && cfg.MomentumCorrection {
+		return errors.New("momentum-correction applies to sparsifying pipelines only; dense keeps momentum in the optimizer")
+	}
+	return nil
 }
 
 func ssfusionVariant(offload, interleave bool) newPipeline {

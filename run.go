@@ -86,12 +86,15 @@ running an experiment again only runs what is missing; --force reruns everything
 }
 
 // preflight checks what would otherwise fail only when its cell comes up: every pipeline
-// exists, and every data set the cells read is there.
+// exists and takes its cell's settings, and every data set the cells read is there.
 func preflight(path string, cells []experiments.Cell) error {
 	checked := map[[2]string]bool{}
 	for _, c := range cells {
 		if _, ok := pipelines[c.Config.Pipeline]; !ok {
 			return fmt.Errorf("experiment %s, cell %s: unknown pipeline %q", path, c.Name, c.Config.Pipeline)
+		}
+		if err := checkPipelineConfig(&c.Config); err != nil {
+			return fmt.Errorf("experiment %s, cell %s: %w (exclude: leaves such a combination out)", path, c.Name, err)
 		}
 		key := [2]string{c.Config.Dataset, c.Config.DataDir}
 		if checked[key] {

@@ -18,6 +18,9 @@ func FuzzExpand(f *testing.F) {
 		"matrix: {out: [../../../x]}",
 		"matrix: {selector: [..]}",
 		"name: e\nmatrix: {pipeline: [dense, dense]}",
+		"name: e\nmatrix: {recipe: [{name: plain}, {name: dgc, momentum-correction: true}], seed: [1, 2]}",
+		"matrix: {recipe: [{name: a, density: 0.1}, {name: ../b}]}",
+		"exclude: [{recipe: a, seed: 1}]\nmatrix: {recipe: [{name: a}, {name: b}], seed: [1, 2]}",
 	} {
 		f.Add([]byte(seed))
 	}

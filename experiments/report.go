@@ -27,15 +27,29 @@ func WriteReport(spec *Spec, cells []Cell, dir string) error {
 	if err := trainer.WriteFileAtomic(filepath.Join(dir, "report.md"), []byte(render(spec, results))); err != nil {
 		return err
 	}
-	if _, err := plots.Draw(dir, plotCells(results)); err != nil {
+	forPlots := plotCells(results)
+	if len(forPlots) == 0 && seeded(results) {
+		return nil // no seed has finished: nothing the plots would pool yet
+	}
+	if _, err := plots.Draw(dir, forPlots); err != nil {
 		return fmt.Errorf("drawing the plots: %w", err)
 	}
 	return nil
 }
 
 // plotCells describes the cells for the plots, leaving out those whose results are stale.
+// Seeds are drawn pooled by group, of the seeds the report counts.
 func plotCells(results []result) []plots.Cell {
 	var out []plots.Cell
+	if seeded(results) {
+		for _, g := range groupResults(results) {
+			for _, r := range g.counted {
+				c := r.cell
+				out = append(out, plots.Cell{Name: c.Name, Pipeline: c.Config.Pipeline, Setting: c.GroupSetting, Group: c.Group, Dir: c.Config.Out})
+			}
+		}
+		return out
+	}
 	for _, r := range results {
 		if c := r.cell; len(r.stale) == 0 {
 			out = append(out, plots.Cell{Name: c.Name, Pipeline: c.Config.Pipeline, Setting: c.Setting, Dir: c.Config.Out})
@@ -51,6 +65,7 @@ type result struct {
 	stale   []string         // the settings stale results were produced with differ in these
 	best    *float64         // best test accuracy, or lowest perplexity
 	toReach *float64         // wall-clock seconds to reach the target
+	seeds   int              // for a seed group's mean (group.meanResult), how many seeds it pools
 }
 
 // Report renders the report of an experiment from its cells' summary.json and metrics.csv
@@ -86,10 +101,27 @@ func render(spec *Spec, results []result) string {
 	if len(spec.Env) > 0 {
 		fmt.Fprintf(&b, "Environment overrides applied to every cell: %s.\n\n", envText(spec.Env))
 	}
-	writeRegime(&b, results)
-	writeQualityTable(&b, spec, results)
-	writeSpeedTable(&b, results)
+	if !seeded(results) {
+		writeRegime(&b, results)
+		writeQualityTable(&b, "## Accuracy", spec, results)
+		writeSpeedTable(&b, "## Speed and traffic", results)
+		b.WriteString(plotsSection)
+		return b.String()
+	}
+	// Seeds measure the same thing: the groups' figures come first, every cell's after.
+	groups := groupResults(results)
+	b.WriteString(seedNote)
+	means := make([]result, len(groups))
+	for i, g := range groups {
+		means[i] = g.meanResult()
+	}
+	writeRegime(&b, means)
+	writeGroupQualityTable(&b, spec, groups)
+	writeGroupSpeedTable(&b, groups)
 	b.WriteString(plotsSection)
+	b.WriteString("\n## Per seed\n\n")
+	writeQualityTable(&b, "### Accuracy, per seed", spec, results)
+	writeSpeedTable(&b, "### Speed and traffic, per seed", results)
 	return b.String()
 }
 
@@ -156,15 +188,19 @@ func writeRegime(b *strings.Builder, results []result) {
 		if link == "" {
 			link = "unlimited"
 		}
-		fmt.Fprintf(b, "- %s (%d workers, link %s): communication %.0f ms, computation %.0f ms per step: ratio %.2f\n",
-			name, r.sum.Workers, link, t.Comm, t.Compute, t.Comm/t.Compute)
+		seeds := ""
+		if r.seeds > 0 {
+			seeds = fmt.Sprintf(", mean of %d seeds", r.seeds)
+		}
+		fmt.Fprintf(b, "- %s (%d workers, link %s%s): communication %.0f ms, computation %.0f ms per step: ratio %.2f\n",
+			name, r.sum.Workers, link, seeds, t.Comm, t.Compute, t.Comm/t.Compute)
 	}
 	if !first {
 		b.WriteString("\n")
 	}
 }
 
-func writeQualityTable(b *strings.Builder, spec *Spec, results []result) {
+func writeQualityTable(b *strings.Builder, heading string, spec *Spec, results []result) {
 	lm := len(results) > 0 && results[0].cell.Config.IsLanguageModel()
 	what, reach := "test accuracy", fmt.Sprintf("time to %.2f%%", 100*spec.Target)
 	if lm {
@@ -176,7 +212,7 @@ func writeQualityTable(b *strings.Builder, spec *Spec, results []result) {
 		header += " " + reach + " |"
 		rule += "---|"
 	}
-	b.WriteString("## Accuracy\n\n" + header + "\n" + rule + "\n")
+	b.WriteString(heading + "\n\n" + header + "\n" + rule + "\n")
 	for _, r := range results {
 		if r.sum == nil {
 			fmt.Fprintf(b, "| %s | %s |\n", r.cell.Name, notRun(r))
@@ -199,8 +235,8 @@ func writeQualityTable(b *strings.Builder, spec *Spec, results []result) {
 	b.WriteString("\n")
 }
 
-func writeSpeedTable(b *strings.Builder, results []result) {
-	b.WriteString("## Speed and traffic\n\n")
+func writeSpeedTable(b *strings.Builder, heading string, results []result) {
+	b.WriteString(heading + "\n\n")
 	b.WriteString("| cell | samples/s | vs dense | step ms: total, compute, selection, comm, wait | bytes sent per step | density achieved | tensors missing per step | ranks agree |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	dense := map[string]float64{} // samples/s of the dense cell of each setting

@@ -230,3 +230,45 @@ func writeSummary(t *testing.T, dir string, body []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunnerRerunsChangedBundle: a bundle's keys shape its cells' results like any swept
+// value: changing one reruns the cells of that bundle alone, naming the key.
+func TestRunnerRerunsChangedBundle(t *testing.T) {
+	dir := t.TempDir()
+	expand := func(warmup int) []Cell {
+		s, err := Parse(fmt.Appendf(nil, `
+name: e
+base: {model: mlp, max-steps: 20}
+matrix:
+  recipe:
+    - name: plain
+    - {name: dgc, momentum-correction: true, density-warmup-steps: %d}
+  pipeline: [pertensor]
+`, warmup))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells, err := s.Expand(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cells
+	}
+	for _, c := range expand(200) {
+		writeSummary(t, c.Config.Out, summaryOf(t, c.Config, true))
+	}
+	var got []string
+	r := Runner{
+		Train: func(context.Context, Cell, bool) error { return nil },
+		Progress: func(_, _ int, c Cell, a Action, changed []string) {
+			got = append(got, fmt.Sprintf("%s %v %s", c.Name, a, strings.Join(changed, "; ")))
+		},
+	}
+	if _, err := r.Run(context.Background(), expand(300)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"recipe-plain_pipeline-pertensor skip ", "recipe-dgc_pipeline-pertensor rerun density-warmup-steps: 200 → 300"}
+	if !slices.Equal(got, want) {
+		t.Errorf("after changing the dgc bundle: %q, want %q", got, want)
+	}
+}

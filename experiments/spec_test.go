@@ -1,8 +1,10 @@
 package experiments
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +181,192 @@ func TestLoadResults(t *testing.T) {
 	}
 	if _, _, err := LoadResults(t.TempDir()); err == nil || !strings.Contains(err.Error(), SpecFile) {
 		t.Errorf("a folder without %s: %v", SpecFile, err)
+	}
+}
+
+func TestBundleAxis(t *testing.T) {
+	s, err := Parse([]byte(`
+name: recipes
+base: {model: mlp, max-steps: 10, density: 0.05}
+matrix:
+  recipe:
+    - name: plain
+    - name: dgc
+      momentum-correction: true
+      density-warmup-steps: 200
+  pipeline: [dense, ssfusion]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand("out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		name, setting string
+		mc            bool
+		warmup        int
+	}{
+		{"recipe-plain_pipeline-dense", "recipe-plain", false, 0},
+		{"recipe-plain_pipeline-ssfusion", "recipe-plain", false, 0},
+		{"recipe-dgc_pipeline-dense", "recipe-dgc", true, 200},
+		{"recipe-dgc_pipeline-ssfusion", "recipe-dgc", true, 200},
+	} {
+		c := cells[i]
+		if c.Name != want.name || c.Setting != want.setting || c.Group != "" {
+			t.Errorf("cell %d: %q, setting %q, group %q; want %q, %q and no group", i, c.Name, c.Setting, c.Group, want.name, want.setting)
+		}
+		if c.Config.MomentumCorrection != want.mc || c.Config.DensityWarmupSteps != want.warmup || c.Config.Density != 0.05 {
+			t.Errorf("cell %s: momentum correction %v, warm-up %d, density %g; want %v, %d and the base's 0.05",
+				c.Name, c.Config.MomentumCorrection, c.Config.DensityWarmupSteps, c.Config.Density, want.mc, want.warmup)
+		}
+		// Every cell holds the keys the axis sets, resolved, and not the axis's own key.
+		if c.Values["momentum-correction"] != want.mc || fmt.Sprint(c.Values["density-warmup-steps"]) != fmt.Sprint(want.warmup) {
+			t.Errorf("cell %s: values %v", c.Name, c.Values)
+		}
+		if _, ok := c.Values["recipe"]; ok || c.Bundles["recipe"] != strings.TrimPrefix(want.setting, "recipe-") {
+			t.Errorf("cell %s: values %v, bundles %v; want the bundle's name under Bundles only", c.Name, c.Values, c.Bundles)
+		}
+	}
+}
+
+func TestBadBundleAxes(t *testing.T) {
+	const plain = "matrix:\n  recipe:\n    - name: plain\n"
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"mixed", plain + "    - dgc\n", []string{`"recipe"`, "mixes"}},
+		{"duplicate names", plain + "    - name: plain\n      density: 0.1\n", []string{`"recipe"`, `"plain"`, "two bundles"}},
+		{"no name", plain + "    - density: 0.1\n", []string{`"recipe"`, "no name"}},
+		{"name not a string", plain + "    - name: 3\n", []string{`"recipe"`, "string"}},
+		{"empty name", plain + "    - name: ''\n", []string{`"recipe"`, "string"}},
+		{"name a path", plain + "    - name: ../x\n", []string{"recipe", "folder name"}},
+		{"key swept elsewhere", plain + "    - {name: dgc, density: 0.1}\n  density: [0.01]\n", []string{"density", "recipe (bundle dgc)", "axis density"}},
+		{"key of two bundle axes", plain + "    - {name: a, density: 0.1}\n  other:\n    - {name: b, density: 0.2}\n", []string{"density", "recipe (bundle a)", "other (bundle b)"}},
+		{"axis named after a config key", "matrix:\n  seed:\n    - {name: a, density: 0.1}\n", []string{`"seed"`, "config key"}},
+		{"axis not a plain name", "matrix:\n  ../r:\n    - {name: a}\n", []string{"../r", "plain name"}},
+		{"runner key", plain + "    - {name: a, out: /tmp/x}\n", []string{"out"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			for _, want := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("error %v, want one naming %s", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestBadBundleKeys: a bundle's keys are checked as strictly as the base's, and the error
+// names the axis, the bundle and the key.
+func TestBadBundleKeys(t *testing.T) {
+	for _, tc := range []struct{ name, bundle, key string }{
+		{"unknown key", "momentm-correction: true", "momentm-correction"},
+		{"wrong type", "momentum-correction: lots", "momentum-correction"},
+		{"fraction for a count", "density-warmup-steps: 2.5", "density-warmup-steps"},
+		{"duration without unit", "timeout: 10", "timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse([]byte("matrix:\n  recipe:\n    - name: plain\n    - name: dgc\n      " + tc.bundle + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Expand("out")
+			for _, want := range []string{"recipe", "dgc", tc.key} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("error %v, want one naming %s", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestSeedGroups: cells that differ in their seed alone share a group, named without the
+// seed; a matrix without seed has no groups.
+func TestSeedGroups(t *testing.T) {
+	for _, tc := range []struct {
+		matrix                   string
+		cell                     int
+		group, setting, gsetting string
+	}{
+		{"{pipeline: [dense, ssfusion], seed: [1, 2]}", 1, "pipeline-dense", "seed-2", ""},
+		{"{pipeline: [dense, ssfusion], seed: [1, 2]}", 2, "pipeline-ssfusion", "seed-1", ""},
+		{"{seed: [1, 2], pipeline: [dense], workers: [2]}", 1, "pipeline-dense_workers-2", "seed-2_workers-2", "workers-2"},
+		{"{seed: [1, 2]}", 1, "all seeds", "seed-2", ""},
+		{"{pipeline: [dense], workers: [2, 4]}", 1, "", "workers-4", "workers-4"},
+	} {
+		s, err := Parse([]byte("matrix: " + tc.matrix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells, err := s.Expand("out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cells[tc.cell]
+		if c.Group != tc.group || c.Setting != tc.setting || c.GroupSetting != tc.gsetting {
+			t.Errorf("%s, cell %s: group %q, setting %q, group setting %q; want %q, %q, %q",
+				tc.matrix, c.Name, c.Group, c.Setting, c.GroupSetting, tc.group, tc.setting, tc.gsetting)
+		}
+	}
+}
+
+func TestExclude(t *testing.T) {
+	s, err := Parse([]byte(`
+exclude:
+  - {recipe: dgc, pipeline: dense}
+  - {seed: 2, pipeline: pertensor}
+matrix:
+  recipe:
+    - name: plain
+    - {name: dgc, momentum-correction: true}
+  pipeline: [dense, pertensor]
+  seed: [1, 2]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand("out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range cells {
+		names = append(names, c.Name)
+	}
+	want := []string{
+		"recipe-plain_pipeline-dense_seed-1", "recipe-plain_pipeline-dense_seed-2", "recipe-plain_pipeline-pertensor_seed-1",
+		"recipe-dgc_pipeline-pertensor_seed-1",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("cells %q, want %q", names, want)
+	}
+}
+
+func TestBadExclude(t *testing.T) {
+	const matrix = "matrix:\n  recipe: [{name: plain}, {name: dgc}]\n  pipeline: [dense]\n"
+	for _, tc := range []struct{ name, exclude, want string }{
+		{"not a list", "exclude: {pipeline: dense}\n", "list"},
+		{"not a mapping", "exclude: [dense]\n", "mapping"},
+		{"empty", "exclude: [{}]\n", "mapping"},
+		{"unknown axis", "exclude: [{pipelin: dense}]\n", "pipelin is not an axis"},
+		{"unknown value", "exclude: [{recipe: dcg}]\n", "recipe has no value dcg (it has plain, dgc)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.exclude + matrix))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "exclude") {
+				t.Errorf("error %v, want one naming exclude and %q", err, tc.want)
+			}
+		})
+	}
+	s, err := Parse([]byte("exclude: [{pipeline: dense}]\n" + matrix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Expand("out"); err == nil || !strings.Contains(err.Error(), "every cell") {
+		t.Errorf("excluding every cell: %v", err)
 	}
 }

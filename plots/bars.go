@@ -28,8 +28,13 @@ const (
 func throughputPainter(runs []run) painter {
 	return func(dc draw.Canvas) error {
 		pipelines, settings := distinct(runs)
-		p := newPlot("Throughput", "", "samples/s")
-		p.Y.Min, p.Y.Max = 0, axisMax(runs, func(r run) float64 { return r.summary.Throughput.SamplesPerS })
+		title := "Throughput"
+		if pooled(runs) {
+			title += " (mean of the seeds; error bars: standard deviation)"
+		}
+		p := newPlot(title, "", "samples/s")
+		samplesPerS := func(r run) float64 { return r.summary.Throughput.SamplesPerS }
+		p.Y.Min, p.Y.Max = 0, axisMax(runs, withSpread(samplesPerS))
 		p.Add(gridLines(false, true))
 
 		legend := newLegend(swatchThumbnail)
@@ -55,8 +60,8 @@ func throughputPainter(runs []run) painter {
 			// Bars keep their pipeline's place in every group, so that a pipeline missing
 			// from one setting leaves a gap rather than shifting the others.
 			place := float64(indexOf(pipelines, r.Pipeline)) - float64(len(pipelines)-1)/2
-			v := r.summary.Throughput.SamplesPerS
-			err := addBar(p, barSpec{at: float64(indexOf(settings, r.Setting)), value: v,
+			v := samplesPerS(r)
+			err := addBar(p, barSpec{at: float64(indexOf(settings, r.Setting)), value: v, spread: spread(r, samplesPerS),
 				offset: vg.Length(place) * width, width: width, color: r.look.color, label: formatValue(v)})
 			if err != nil {
 				return err
@@ -90,6 +95,7 @@ func fitLabels(style text.Style, names []string, width vg.Length) []string {
 type barSpec struct {
 	at         float64   // position on the nominal axis
 	value      float64   // length of the bar
+	spread     float64   // standard deviation of the value over seeds, drawn as an error bar; 0 for none
 	offset     vg.Length // shift from at, for grouped bars
 	width      vg.Length
 	color      color.Color
@@ -97,7 +103,8 @@ type barSpec struct {
 	horizontal bool
 }
 
-// addBar adds a bar and, when the label fits the bar's width, its value label at its end.
+// addBar adds a bar, its error bar if it has a spread, and, when the label fits the bar's
+// width, its value label beyond both.
 func addBar(p *plot.Plot, b barSpec) error {
 	bar, err := plotter.NewBarChart(plotter.Values{b.value}, b.width)
 	if err != nil {
@@ -107,6 +114,11 @@ func addBar(p *plot.Plot, b barSpec) error {
 	bar.Color = b.color
 	bar.LineStyle.Width = 0
 	p.Add(bar)
+	end := b.value
+	if b.spread > 0 {
+		p.Add(errorBar{at: b.at, value: b.value, spread: b.spread, offset: b.offset, horizontal: b.horizontal})
+		end += b.spread
+	}
 
 	gap := vg.Points(2)
 	if b.horizontal {
@@ -114,13 +126,13 @@ func addBar(p *plot.Plot, b barSpec) error {
 		if style.Height(b.label) > b.width*1.2 {
 			return nil
 		}
-		return addLabel(p, plotter.XY{X: b.value, Y: b.at}, b.label, style, vg.Point{X: gap, Y: b.offset})
+		return addLabel(p, plotter.XY{X: end, Y: b.at}, b.label, style, vg.Point{X: gap, Y: b.offset})
 	}
 	style := valueStyle(draw.XCenter, draw.YBottom)
 	if style.Width(b.label) > b.width*1.2 {
 		return nil
 	}
-	return addLabel(p, plotter.XY{X: b.at, Y: b.value}, b.label, style, vg.Point{X: b.offset, Y: gap})
+	return addLabel(p, plotter.XY{X: b.at, Y: end}, b.label, style, vg.Point{X: b.offset, Y: gap})
 }
 
 // axisMax returns the end of a value axis that starts at 0 and shows every run's value of
@@ -272,8 +284,8 @@ func trafficPainter(runs []run) painter {
 		kb := func(r run) float64 { return deref(r.summary.Traffic.BytesSentPerStep) / 1000 }
 		missing := func(r run) float64 { return deref(r.summary.Sparsity.TensorsMissingPerStep) }
 		// Short titles: each panel has half the width, less the row names.
-		sent := cellBarPlot(runs, "Bytes sent", "KB per step", kb)
-		lost := cellBarPlot(runs, "Tensors missing", "tensors per step", missing)
+		sent := cellBarPlot(runs, "Bytes sent", "KB per step", withSpread(kb))
+		lost := cellBarPlot(runs, "Tensors missing", "tensors per step", withSpread(missing))
 		// The panels share the cells' rows, so only the left one names them.
 		lost.Y.Tick.Marker = plot.ConstantTicks(nil)
 
@@ -287,8 +299,8 @@ func trafficPainter(runs []run) painter {
 			width := barWidth(panel.plot.DataCanvas(panel.area), len(runs))
 			for i, r := range runs {
 				v := panel.value(r)
-				err := addBar(panel.plot, barSpec{at: float64(cellPosition(i, len(runs))), value: v, width: width,
-					color: r.look.color, label: formatValue(v), horizontal: true})
+				err := addBar(panel.plot, barSpec{at: float64(cellPosition(i, len(runs))), value: v, spread: spread(r, panel.value),
+					width: width, color: r.look.color, label: formatValue(v), horizontal: true})
 				if err != nil {
 					return err
 				}

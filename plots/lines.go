@@ -63,20 +63,24 @@ func (q quality) of(m Metric) float64 {
 
 // chooseQuality picks perplexity when any run evaluated it, accuracy otherwise.
 func chooseQuality(runs []run) quality {
-	for _, r := range runs {
-		for _, m := range r.metrics {
-			if m.Kind == kindEval && finite(m.EvalPerplexity) {
-				return quality{name: "Test perplexity (lower is better)", axisLabel: "perplexity", perplexity: true}
+	for i := range runs {
+		for _, r := range members(&runs[i]) {
+			for _, m := range r.metrics {
+				if m.Kind == kindEval && finite(m.EvalPerplexity) {
+					return quality{name: "Test perplexity (lower is better)", axisLabel: "perplexity", perplexity: true}
+				}
 			}
 		}
 	}
 	return quality{name: "Test accuracy", axisLabel: "accuracy (%)"}
 }
 
-// series is the points of one run in a line plot.
+// series is the points of one run in a line plot, and for a group of seeds the band
+// around them.
 type series struct {
-	run *run
-	xys plotter.XYs
+	run    *run
+	xys    plotter.XYs
+	lo, hi plotter.XYs // the band's edges; nil without one
 }
 
 func qualityPainter(runs []run, axis timeAxis) painter {
@@ -84,7 +88,7 @@ func qualityPainter(runs []run, axis timeAxis) painter {
 		q := chooseQuality(runs)
 		all := make([]series, len(runs))
 		for i := range runs {
-			all[i] = series{run: &runs[i], xys: evalPoints(runs[i].metrics, axis, q)}
+			all[i] = curveOf(&runs[i], func(m []Metric) []stepPoint { return evalPoints(m, axis, q) })
 		}
 		p := newPlot(q.name+" against "+axis.phrase(), axis.label(), q.axisLabel)
 		if q.perplexity && spansDecades(all) {
@@ -100,16 +104,16 @@ func qualityPainter(runs []run, axis timeAxis) painter {
 
 // evalPoints returns the (time, quality) points of the evaluation rows, leaving out values
 // that are missing or not finite.
-func evalPoints(metrics []Metric, axis timeAxis, q quality) plotter.XYs {
-	var xys plotter.XYs
+func evalPoints(metrics []Metric, axis timeAxis, q quality) []stepPoint {
+	var points []stepPoint
 	for _, m := range metrics {
 		x, y := axis.of(m), q.of(m)
 		if m.Kind != kindEval || !finite(x) || !finite(y) {
 			continue
 		}
-		xys = append(xys, plotter.XY{X: x, Y: y})
+		points = append(points, stepPoint{step: m.Step, xy: plotter.XY{X: x, Y: y}})
 	}
-	return xys
+	return points
 }
 
 // spansDecades tells whether all y values are positive (so that a log axis can show them)
@@ -117,8 +121,10 @@ func evalPoints(metrics []Metric, axis timeAxis, q quality) plotter.XYs {
 func spansDecades(all []series) bool {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range all {
-		for _, xy := range s.xys {
-			lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
+		for _, xys := range []plotter.XYs{s.xys, s.lo, s.hi} {
+			for _, xy := range xys {
+				lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
+			}
 		}
 	}
 	return lo > 0 && hi >= 10*lo
@@ -128,7 +134,7 @@ func lossPainter(runs []run) painter {
 	return func(dc draw.Canvas) error {
 		all := make([]series, len(runs))
 		for i := range runs {
-			all[i] = series{run: &runs[i], xys: movingAverage(trainLoss(runs[i].metrics), lossWindow)}
+			all[i] = curveOf(&runs[i], smoothLoss)
 		}
 		p := newPlot("Training loss (moving average of 20 steps)", "step", "loss")
 		return drawLines(dc, p, all, false)
@@ -147,6 +153,16 @@ func trainLoss(metrics []Metric) plotter.XYs {
 	return xys
 }
 
+// smoothLoss is the training loss as the loss plot shows it, averaged over lossWindow steps.
+func smoothLoss(metrics []Metric) []stepPoint {
+	xys := movingAverage(trainLoss(metrics), lossWindow)
+	points := make([]stepPoint, len(xys))
+	for i, xy := range xys {
+		points[i] = stepPoint{step: int(xy.X), xy: xy}
+	}
+	return points
+}
+
 // movingAverage replaces each y by the mean of it and the window-1 points before it (fewer
 // at the start).
 func movingAverage(xys plotter.XYs, window int) plotter.XYs {
@@ -162,15 +178,25 @@ func movingAverage(xys plotter.XYs, window int) plotter.XYs {
 	return out
 }
 
-// drawLines adds a line per series that has points, marked with points when asked and
-// when there are few enough, and draws p with a legend beside it.
+// drawLines adds a line per series that has points, on its band if it has one, marked with
+// points when asked and when there are few enough, and draws p with a legend beside it.
 func drawLines(dc draw.Canvas, p *plot.Plot, all []series, withPoints bool) error {
 	p.Add(gridLines(true, true))
 	legend := newLegend(lineThumbnail)
-	drawn := 0
+	drawn, banded := 0, false
 	for _, s := range all {
 		if len(s.xys) == 0 {
 			continue
+		}
+		var thumbs []plot.Thumbnailer
+		if len(s.lo) > 0 {
+			shade, err := band(s.lo, s.hi, s.run.look.color)
+			if err != nil {
+				return err
+			}
+			p.Add(shade)
+			thumbs = append(thumbs, shade)
+			banded = true
 		}
 		line, err := plotter.NewLine(s.xys)
 		if err != nil {
@@ -180,7 +206,7 @@ func drawLines(dc draw.Canvas, p *plot.Plot, all []series, withPoints bool) erro
 		line.Dashes = s.run.look.dashes
 		line.Width = vg.Points(1.5)
 		p.Add(line)
-		thumbs := []plot.Thumbnailer{line}
+		thumbs = append(thumbs, line)
 		if withPoints && len(s.xys) <= maxMarkedPoints {
 			points, err := plotter.NewScatter(s.xys)
 			if err != nil {
@@ -195,6 +221,9 @@ func drawLines(dc draw.Canvas, p *plot.Plot, all []series, withPoints bool) erro
 	}
 	if drawn == 0 {
 		p.Title.Text += ": no data yet"
+	}
+	if banded {
+		legend.Add(bandLegend)
 	}
 	drawWithLegend(dc, p, &legend)
 	return nil

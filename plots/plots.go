@@ -5,6 +5,10 @@
 //
 // Each pipeline keeps one colour in every plot; cells that differ in their other settings
 // are told apart by dash pattern and point shape.
+//
+// Cells of one Group (the seeds of one setting) are drawn as one: a curve is the mean of
+// their curves inside a shaded band from the lowest to the highest seed, and a bar their mean
+// with an error bar of one sample standard deviation (the breakdown shows the means alone).
 package plots
 
 import (
@@ -28,7 +32,10 @@ type Cell struct {
 	Name     string // the cell's folder name, e.g. "pipeline-ssfusion_density-0.01"
 	Pipeline string // e.g. "ssfusion"
 	Setting  string // the cell's other matrix values, e.g. "bandwidth-10Mbit"; "" when the matrix varies only the pipeline
-	Dir      string // folder holding summary.json and metrics.csv
+	// Group pools the cell with the others of the same Group, such as the seeds of one
+	// setting, which then share Pipeline and Setting; "" draws the cell on its own.
+	Group string
+	Dir   string // folder holding summary.json and metrics.csv
 }
 
 // The files Draw writes, in the order it writes them.
@@ -86,9 +93,10 @@ func Draw(outDir string, cells []Cell) ([]string, error) {
 type run struct {
 	Cell
 	label   string
-	summary trainer.Summary
-	metrics []Metric
+	summary trainer.Summary // of a group, the mean of its seeds' (meanSummary)
+	metrics []Metric        // nil for a group, whose seeds hold theirs
 	look    look
+	seeds   []run // the runs a group pools (poolSeeds); nil for a lone cell
 }
 
 // look is how a run is drawn: the colour names the pipeline, the dash pattern and point
@@ -99,7 +107,8 @@ type look struct {
 	glyph  draw.GlyphDrawer
 }
 
-// loadRuns reads the cells that have data, in the order given, and assigns their looks.
+// loadRuns reads the cells that have data, in the order given, pools the seeds of each
+// group and assigns their looks.
 func loadRuns(cells []Cell) ([]run, error) {
 	var runs []run
 	for _, c := range cells {
@@ -111,6 +120,7 @@ func loadRuns(cells []Cell) ([]run, error) {
 			runs = append(runs, r)
 		}
 	}
+	runs = poolSeeds(runs)
 	assignLooks(runs)
 	return runs, nil
 }
