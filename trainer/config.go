@@ -277,9 +277,13 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	}{plain(c), c.Timeout.String()})
 }
 
-// UnmarshalJSON reads what MarshalJSON writes.
+// UnmarshalJSON reads what MarshalJSON writes. Keys absent from data, as in a summary or
+// checkpoint written before they existed, take their defaults: what those runs did, since
+// a key whose default changes results comes with a new ResultsVersion. So adding a key
+// does not make every recorded run look stale.
 func (c *Config) UnmarshalJSON(data []byte) error {
 	type plain Config
+	*c = Defaults()
 	var aux struct {
 		*plain
 		Timeout string `json:"timeout"`

@@ -270,3 +270,34 @@ func TestDivergenceStopsEveryRank(t *testing.T) {
 		t.Fatalf("the ranks stopped at different steps: %+v, %+v", sums[0], sums[1])
 	}
 }
+
+// TestConfigJSONMissingKeysTakeDefaults: a configuration recorded before a key existed
+// reads with that key at its default, so that it compares equal to today's default run.
+func TestConfigJSONMissingKeysTakeDefaults(t *testing.T) {
+	cfg := Defaults()
+	cfg.Model, cfg.Density = "resnet8", 0.05
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	delete(fields, "exdyna_threshold")
+	delete(fields, "timeout")
+	old, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := json.Unmarshal(old, &back); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := Changed(back, cfg); err != nil || len(changed) > 0 || back.Timeout != cfg.Timeout {
+		t.Errorf("a record without exdyna_threshold and timeout reads as changed %v (%v), timeout %v", changed, err, back.Timeout)
+	}
+	if back.Model != "resnet8" || back.Density != 0.05 {
+		t.Errorf("recorded keys lost: model %q, density %g", back.Model, back.Density)
+	}
+}
