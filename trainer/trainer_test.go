@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // quick returns a configuration for a short run writing into a temporary folder.
@@ -268,5 +269,40 @@ func TestDivergenceStopsEveryRank(t *testing.T) {
 	}
 	if sums[0] == nil || sums[1] == nil || sums[0].Steps != sums[1].Steps {
 		t.Fatalf("the ranks stopped at different steps: %+v, %+v", sums[0], sums[1])
+	}
+}
+
+// TestTensorsCarryDims: the pipeline learns each parameter's number of dimensions from the
+// model, which SSFusion's rank rule selects by.
+func TestTensorsCarryDims(t *testing.T) {
+	cfg := quick(t, "resnet8", "synthetic", 1)
+	cfg.Width = 0.25
+	var got []pipeline.Tensor
+	r, err := newRun(&cfg, Options{NewPipeline: func(_ *Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		got = tensors
+		return pipeline.NewLocal(tensors), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	want := func(name string) int {
+		switch {
+		case name == "fc.weight":
+			return 2
+		case strings.HasSuffix(name, ".weight") && (strings.Contains(name, "conv") || strings.Contains(name, "shortcut.0")):
+			return 4
+		}
+		return 1 // BatchNorm's scale and shift, the classifier's bias
+	}
+	kinds := map[int]int{}
+	for _, ts := range got {
+		if ts.Dims != want(ts.Name) {
+			t.Errorf("%s: %d dimensions, want %d", ts.Name, ts.Dims, want(ts.Name))
+		}
+		kinds[ts.Dims]++
+	}
+	if kinds[4] == 0 || kinds[2] != 1 || kinds[1] == 0 {
+		t.Fatalf("tensors by dimensions %v: want convolution kernels, one classifier weight and vectors", kinds)
 	}
 }
