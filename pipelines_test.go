@@ -99,8 +99,9 @@ func TestQuickstartChoosesAsWithoutCostModel(t *testing.T) {
 		for i, id := range b.Tensors {
 			sizes[i] = params[id].Numel()
 		}
-		without := ssfusion.Choose(sizes, cfg.SelectThreshold, cfg.Density, nil, 0, cfg.Workers)
-		with := ssfusion.Choose(sizes, cfg.SelectThreshold, cfg.Density, net, cfg.SelectNS*1e-9, cfg.Workers)
+		candidates := ssfusion.Candidates(ssfusion.BySize, sizes, nil, cfg.SelectThreshold)
+		without := ssfusion.Choose(candidates, sizes, cfg.Density, nil, 0, cfg.Workers)
+		with := ssfusion.Choose(candidates, sizes, cfg.Density, net, cfg.SelectNS*1e-9, cfg.Workers)
 		if !slices.Equal(with, without) {
 			t.Errorf("tensors %v: planning with %v chooses %v, without a cost model %v", sizes, net, with, without)
 		}
