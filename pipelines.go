@@ -26,6 +26,9 @@ var pipelines = map[string]newPipeline{
 		if err := checkPipelineConfig(cfg); err != nil {
 			return nil, err
 		}
+		if !cfg.ErrorFeedback {
+			return nil, fmt.Errorf("error-feedback=false applies to sparsifying pipelines only; dense sends every element and has nothing to keep or drop")
+		}
 		if comm.Size() == 1 {
 			return pipeline.NewLocal(tensors), nil
 		}
@@ -70,8 +73,16 @@ func checkPipelineConfig(cfg *trainer.Config) error {
 
 func ssfusionVariant(offload, interleave bool) newPipeline {
 	return func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		rule, err := ssfusion.ParseRule(cfg.SelectRule)
+		if err != nil {
+			return nil, fmt.Errorf("select-rule: %w", err)
+		}
+		if rule == ssfusion.ByCost && net == nil {
+			return nil, fmt.Errorf("select-rule cost leaves the choice to the cost model, which needs a network to plan on: an emulated link (--bandwidth) or --cost-alpha and --cost-beta")
+		}
 		return ssfusion.New(comm, tensors, fusionBytes(cfg), ssfusion.Config{
 			Config:           sparseConfig(cfg),
+			Rule:             rule,
 			Threshold:        cfg.SelectThreshold,
 			Network:          net,
 			SelectPerElement: cfg.SelectNS * 1e-9,
@@ -85,7 +96,8 @@ func ssfusionVariant(offload, interleave bool) newPipeline {
 func fusionBytes(cfg *trainer.Config) int { return int(cfg.FusionMB * (1 << 20)) }
 
 func sparseConfig(cfg *trainer.Config) compress.Config {
-	c := compress.Config{Density: cfg.Density, Selector: cfg.Selector, Seed: uint64(cfg.Seed), WarmupSteps: cfg.DensityWarmupSteps}
+	c := compress.Config{Density: cfg.Density, Selector: cfg.Selector, Seed: uint64(cfg.Seed), WarmupSteps: cfg.DensityWarmupSteps,
+		NoErrorFeedback: !cfg.ErrorFeedback}
 	if cfg.MomentumCorrection {
 		c.Momentum = cfg.Momentum
 	}
@@ -95,7 +107,8 @@ func sparseConfig(cfg *trainer.Config) compress.Config {
 // planningNetwork is the network the planners plan with in train: a flat network of the
 // link the cost flags give when --cost-beta is set, else what our transport makes of the
 // emulated link (--bandwidth, --latency) when there is one, else none (nil): SSFusion then
-// sparsifies by size alone and SAFusion plans for its default network. simulate gives
+// sparsifies by its rule alone (the cost rule refuses to run) and SAFusion plans for its
+// default network. simulate gives
 // them the simulated network instead.
 func planningNetwork(cfg *trainer.Config) (*netmodel.Network, error) {
 	switch {
@@ -110,4 +123,26 @@ func planningNetwork(cfg *trainer.Config) (*netmodel.Network, error) {
 	}
 	net := c.Network()
 	return &net, nil
+}
+
+// checkPipeline builds the pipeline cfg names on a one-rank communicator and a toy tensor,
+// and closes it, so that a setting the pipeline refuses (dense with error-feedback off,
+// SSFusion's cost rule without a network) is found before any worker starts rather than
+// in each of them once all have.
+func checkPipeline(cfg trainer.Config) error {
+	build, ok := pipelines[cfg.Pipeline]
+	if !ok {
+		return fmt.Errorf("unknown pipeline %q", cfg.Pipeline)
+	}
+	cfg.Resolve()
+	net, err := planningNetwork(&cfg)
+	if err != nil {
+		return err
+	}
+	tensors := []pipeline.Tensor{{ID: 0, Name: "w", Dims: 2, Grad: make([]float32, 64)}}
+	p, err := buildAlone(build, &cfg, net, tensors)
+	if err != nil {
+		return fmt.Errorf("pipeline %s: %w", cfg.Pipeline, err)
+	}
+	return p.Close()
 }

@@ -51,6 +51,56 @@ func TestPlanningNetwork(t *testing.T) {
 	}
 }
 
+// TestCheckPipeline: a setting a pipeline refuses is found before any worker starts, with
+// an error naming it.
+func TestCheckPipeline(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*trainer.Config)
+		want string // "" for accepted
+	}{
+		{"dense", func(c *trainer.Config) {}, ""},
+		{"dense without error feedback", func(c *trainer.Config) { c.ErrorFeedback = false }, "error-feedback"},
+		{"dense with momentum correction", func(c *trainer.Config) { c.MomentumCorrection = true }, "momentum-correction"},
+		{"pertensor without error feedback", func(c *trainer.Config) { c.Pipeline, c.ErrorFeedback = "pertensor", false }, ""},
+		{"exdyna without error feedback", func(c *trainer.Config) { c.Pipeline, c.ErrorFeedback = "exdyna", false }, ""},
+		{"safusion without error feedback", func(c *trainer.Config) { c.Pipeline, c.ErrorFeedback = "safusion", false }, ""},
+		{"pertensor, momentum correction without error feedback", func(c *trainer.Config) {
+			c.Pipeline, c.ErrorFeedback, c.MomentumCorrection = "pertensor", false, true
+		}, "error feedback"},
+		{"ssfusion by rank", func(c *trainer.Config) { c.Pipeline, c.SelectRule = "ssfusion", "rank" }, ""},
+		{"ssfusion-naive by cost without a network", func(c *trainer.Config) { c.Pipeline, c.SelectRule = "ssfusion-naive", "cost" }, "select-rule cost"},
+		{"ssfusion by cost over an emulated link", func(c *trainer.Config) { c.Pipeline, c.SelectRule, c.Bandwidth = "ssfusion", "cost", "1Gbit" }, ""},
+		{"ssfusion by cost with cost flags", func(c *trainer.Config) { c.Pipeline, c.SelectRule, c.CostBeta = "ssfusion", "cost", 8.6e-10 }, ""},
+		{"ssfusion, unknown rule", func(c *trainer.Config) { c.Pipeline, c.SelectRule = "ssfusion", "largest" }, "largest"},
+		{"unknown pipeline", func(c *trainer.Config) { c.Pipeline = "fastest" }, "fastest"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := trainer.Defaults()
+			tc.edit(&cfg)
+			err := checkPipeline(cfg)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSparseConfigCarriesErrorFeedback: --error-feedback reaches every sparsifying
+// pipeline through the one compress.Config they are all built from.
+func TestSparseConfigCarriesErrorFeedback(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		cfg := trainer.Defaults()
+		cfg.ErrorFeedback = on
+		if got := sparseConfig(&cfg).NoErrorFeedback; got == on {
+			t.Errorf("error-feedback %v: compress.Config.NoErrorFeedback %v", on, got)
+		}
+	}
+}
+
 // TestQuickstartChoosesAsWithoutCostModel: the quickstart gives no cost flags, so SSFusion
 // plans with its emulated link (2 workers, 60 Mbit/s, no latency), where it used to plan
 // with no cost model at all. On that link, with the default selection cost, every tensor of
@@ -99,8 +149,9 @@ func TestQuickstartChoosesAsWithoutCostModel(t *testing.T) {
 		for i, id := range b.Tensors {
 			sizes[i] = params[id].Numel()
 		}
-		without := ssfusion.Choose(sizes, cfg.SelectThreshold, cfg.Density, nil, 0, cfg.Workers)
-		with := ssfusion.Choose(sizes, cfg.SelectThreshold, cfg.Density, net, cfg.SelectNS*1e-9, cfg.Workers)
+		candidates := ssfusion.Candidates(ssfusion.BySize, sizes, nil, cfg.SelectThreshold)
+		without := ssfusion.Choose(candidates, sizes, cfg.Density, nil, 0, cfg.Workers)
+		with := ssfusion.Choose(candidates, sizes, cfg.Density, net, cfg.SelectNS*1e-9, cfg.Workers)
 		if !slices.Equal(with, without) {
 			t.Errorf("tensors %v: planning with %v chooses %v, without a cost model %v", sizes, net, with, without)
 		}

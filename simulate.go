@@ -25,6 +25,7 @@ import (
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/profile"
 	"github.com/ssfusion/ssfusion/sim"
+	"github.com/ssfusion/ssfusion/ssfusion"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -42,6 +43,7 @@ type simulateFlags struct {
 	selectionSpeed                  float64
 	selector                        string
 	selectThreshold                 int
+	selectRule                      string
 	steps, warmup                   int
 	out                             string
 	validate                        bool
@@ -100,7 +102,8 @@ predicted with the CPU model whatever --selection the sweep uses.`,
 	fl.Float64Var(&f.density, "density", 0.01, "fraction of gradient elements the sparsifying pipelines send")
 	fl.Float64Var(&f.fusionMB, "fusion-mb", trainer.Defaults().FusionMB, "fusion buffer size in MiB")
 	fl.StringVar(&f.selector, "selector", "topk", "selector: "+strings.Join(compress.SelectorNames(), ", "))
-	fl.IntVar(&f.selectThreshold, "select-threshold", trainer.Defaults().SelectThreshold, "SSFusion: tensors of at least this many elements are sparsified")
+	fl.IntVar(&f.selectThreshold, "select-threshold", trainer.Defaults().SelectThreshold, "SSFusion, size rule: tensors of at least this many elements are sparsified")
+	fl.StringVar(&f.selectRule, "select-rule", trainer.Defaults().SelectRule, "SSFusion's choice of the tensors to sparsify: size, rank (the authors' code: 2-D parameters dense; needs profiles that record dimensions) or cost (see train --help)")
 	fl.Float64Var(&f.speed, "speed", 1, "compute speed factor: the profile's times are divided by it")
 	fl.StringVar(&f.selection, "selection", "cpu", "selection-time model: "+strings.Join(selectionModelNames(), " or "))
 	fl.Float64Var(&f.selectionSpeed, "selection-speed", 1, "selection speed factor: the selection model's times are divided by it")
@@ -123,6 +126,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	nets, err := simNetworks(f)
 	if err != nil {
+		return usage(err)
+	}
+	if err := checkSelectRule(f.selectRule, profiles); err != nil {
 		return usage(err)
 	}
 	if len(profiles) == 0 || len(nets) == 0 || len(f.pipelines) == 0 || len(f.workers) == 0 {
@@ -216,6 +222,28 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	return nil
 }
 
+// checkSelectRule refuses a rule simulate cannot honour: the rank rule reads every
+// tensor's dimensions, which profiles measured before they were recorded lack; taking
+// those tensors for not 2-D would sparsify every tensor and simulate per-tensor
+// sparsification under SSFusion's name.
+func checkSelectRule(rule string, profiles []*profile.Profile) error {
+	r, err := ssfusion.ParseRule(rule)
+	if err != nil {
+		return fmt.Errorf("--select-rule: %w", err)
+	}
+	if r != ssfusion.ByRank {
+		return nil
+	}
+	for _, p := range profiles {
+		for _, t := range p.Tensors {
+			if t.Dims == 0 {
+				return fmt.Errorf("--select-rule rank needs every tensor's dimensions, and tensor %s of profile %s has none: measure the profile again with train --profile-out", t.Name, p.Model)
+			}
+		}
+	}
+	return nil
+}
+
 // loadProfiles reads each --profile: a shipped name, or a JSON file.
 func loadProfiles(names []string, speed float64) ([]*profile.Profile, error) {
 	var out []*profile.Profile
@@ -290,7 +318,7 @@ func simFactory(f *simulateFlags, name string, net sim.Net, selection sim.Select
 	}
 	cfg := trainer.Defaults()
 	cfg.Pipeline, cfg.Density, cfg.FusionMB = name, f.density, f.fusionMB
-	cfg.Selector, cfg.SelectThreshold = f.selector, f.selectThreshold
+	cfg.Selector, cfg.SelectThreshold, cfg.SelectRule = f.selector, f.selectThreshold, f.selectRule
 	// The chooser prices selection per element; a 1M-element tensor's time per element
 	// spreads the model's per-call cost (kernel launches, under the GPU model) over a
 	// tensor of the size SSFusion sparsifies.
@@ -341,6 +369,12 @@ func simSetting(f *simulateFlags, nets []sim.Net) map[string]string {
 		"steps":     fmt.Sprintf("%d, of which %d warm-up", f.steps, f.warmup),
 		"speed":     fmt.Sprintf("compute x%g, selection x%g", f.speed, f.selectionSpeed),
 		"threshold": fmt.Sprintf("SSFusion sparsifies tensors of at least %d elements", f.selectThreshold),
+	}
+	switch f.selectRule {
+	case "rank":
+		s["threshold"] = "SSFusion sparsifies every tensor but the 2-D ones (the authors' rule)"
+	case "cost":
+		s["threshold"] = "SSFusion sparsifies the tensors its cost model picks, whatever their size"
 	}
 	for _, n := range nets {
 		s["network "+n.Name] = n.Model.String()

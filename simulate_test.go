@@ -76,6 +76,11 @@ func runSimulateArgs(t *testing.T, args ...string) error {
 
 func TestSimulateRejectsBadFlags(t *testing.T) {
 	out := t.TempDir()
+	// A profile measured before dimensions were recorded.
+	old := filepath.Join(t.TempDir(), "old.json")
+	if err := os.WriteFile(old, []byte(`{"model":"old","batch_size":2,"forward_ms":1,"tensors":[{"name":"w","numel":3,"backward_ms":0.5}],"update_ms":0.1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -97,6 +102,8 @@ func TestSimulateRejectsBadFlags(t *testing.T) {
 		{[]string{"--tolerance", "-1"}, "tolerance"},
 		{[]string{"--pipelines", ""}, "nothing to simulate"},
 		{[]string{"--gpus-per-node", "8", "--intra-bandwidth", "slow"}, "intra-bandwidth"},
+		{[]string{"--select-rule", "largest"}, "largest"},
+		{[]string{"--select-rule", "rank", "--profile", "resnet50," + old}, "tensor w of profile old has none"},
 	} {
 		err := runSimulateArgs(t, append(tc.args, "--validate=false", "--out", out)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

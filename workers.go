@@ -29,7 +29,7 @@ func train(ctx context.Context, cfg trainer.Config) error {
 	if _, err := link(&cfg); err != nil {
 		return usage(err)
 	}
-	if _, err := planningNetwork(&cfg); err != nil {
+	if err := checkPipeline(cfg); err != nil {
 		return usage(err)
 	}
 	if cfg.Backend == "mpi" {

@@ -117,6 +117,40 @@ func TestEveryPipelineKeepsRanksIdentical(t *testing.T) {
 	}
 }
 
+// TestFidelitySwitchesKeepRanksIdentical: the authors' behaviours offered as options
+// (error feedback off, SSFusion's rank and cost rules) leave all ranks with bit-identical
+// parameters after every step, as the defaults do.
+func TestFidelitySwitchesKeepRanksIdentical(t *testing.T) {
+	for _, tc := range []struct {
+		name, pipeline, rule string
+		feedback             bool
+	}{
+		{"pertensor without error feedback", "pertensor", "size", false},
+		{"multitensor without error feedback", "multitensor", "size", false},
+		{"safusion without error feedback", "safusion", "size", false},
+		{"exdyna without error feedback", "exdyna", "size", false},
+		{"ssfusion without error feedback", "ssfusion", "size", false},
+		{"ssfusion by rank", "ssfusion", "rank", true},
+		{"ssfusion by cost", "ssfusion", "cost", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := trainer.Defaults()
+			cfg.Model, cfg.Dataset, cfg.MaxSteps, cfg.EvalSamples = "mlp", "mnist", 6, 100
+			cfg.Workers, cfg.BatchSize, cfg.Backend, cfg.CheckEvery = 3, 8, "inproc", 1
+			cfg.Pipeline, cfg.Density, cfg.LR, cfg.Out = tc.pipeline, 0.01, 0.1, t.TempDir()
+			cfg.SelectRule, cfg.ErrorFeedback = tc.rule, tc.feedback
+			cfg.CostAlpha, cfg.CostBeta = 5.2e-4, 8.6e-10
+			if err := train(context.Background(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			s := readSummary(t, cfg.Out)
+			if s.Consistency.ParamChecksumEqual == nil || !*s.Consistency.ParamChecksumEqual {
+				t.Fatalf("ranks diverged: %+v", s.Consistency)
+			}
+		})
+	}
+}
+
 func TestMomentumCorrection(t *testing.T) {
 	cfg := trainer.Defaults()
 	cfg.Model, cfg.Dataset, cfg.MaxSteps, cfg.EvalSamples = "mlp", "mnist", 5, 100

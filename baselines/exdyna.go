@@ -19,7 +19,8 @@ import (
 //
 // The gradient of all tensors, laid end to end in tensor-id order (the parameter order every
 // rank shares, independent of the backprop order), is accumulated with error feedback (and
-// DGC's momentum correction when cfg.Momentum > 0) as each tensor is pushed. It is cut into
+// DGC's momentum correction when cfg.Momentum > 0; without error feedback, when
+// cfg.NoErrorFeedback, each step starts from its own gradient) as each tensor is pushed. It is cut into
 // up to exdynaBlocks blocks, and contiguous runs of blocks form one partition per worker.
 // When backward has ended (in Wait), worker r selects in step s the elements of partition
 // (s+r) mod P whose accumulated magnitude reaches the threshold tau (compress.AppendAtLeast),
@@ -125,7 +126,7 @@ func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.C
 	if p < 1 {
 		return nil, fmt.Errorf("exdyna: communicator of %d ranks", p)
 	}
-	mem, err := compress.NewMemory(pipeline.Sizes(tensors), cfg.Momentum)
+	mem, err := compress.NewMemory(pipeline.Sizes(tensors), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("exdyna: %w", err)
 	}

@@ -418,6 +418,49 @@ func TestExDynaRanksAgree(t *testing.T) {
 	}
 }
 
+// TestExDynaNoErrorFeedback: without error feedback ExDyna keeps nothing in its memory
+// after a step, its ranks still agree, and it sends another gradient than with feedback.
+func TestExDynaNoErrorFeedback(t *testing.T) {
+	sizes := []int{1000, 10, 3000, 33, 1}
+	grads := scaled(sizes, 0.02)
+	var mu sync.Mutex
+	var pipes []*ExDyna
+	keep := func(cfg compress.Config) pipelinetest.Factory {
+		return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+			x, err := NewExDyna(comm, tensors, cfg)
+			mu.Lock()
+			pipes = append(pipes, x)
+			mu.Unlock()
+			return x, err
+		}
+	}
+	var runs [2][]pipelinetest.Result
+	for i, feedback := range []bool{true, false} {
+		pipes = nil
+		res, err := pipelinetest.Run(3, sizes, nil, 6, grads, keep(compress.Config{Density: 0.05, NoErrorFeedback: !feedback}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pipelinetest.CheckRanksAgree(res); err != nil {
+			t.Fatalf("error feedback %v: %v", feedback, err)
+		}
+		held := false
+		for _, x := range pipes {
+			residuals, _ := x.mem.Export()
+			for _, r := range residuals {
+				held = held || slices.ContainsFunc(r, func(v float32) bool { return v != 0 })
+			}
+		}
+		if held != feedback {
+			t.Errorf("error feedback %v: memory holds something after the last step: %v", feedback, held)
+		}
+		runs[i] = res
+	}
+	if slices.Equal(runs[0][0].Grads[5][2], runs[1][0].Grads[5][2]) {
+		t.Error("the same gradient with error feedback and without")
+	}
+}
+
 // TestExDynaResume: restored from a checkpoint, ExDyna continues bit for bit, which needs
 // its threshold and partitions as well as its memory. The first tensor's larger gradients
 // make the partitions move before the checkpoint, so that the test covers them.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
@@ -83,47 +84,93 @@ func TestMissingTensors(t *testing.T) {
 }
 
 // TestPerTensorAggregates compares per-tensor sparsification with a direct computation:
-// every rank's top k_i of its error-fed gradient, averaged.
+// every rank's top k_i of its error-fed gradient, averaged; without error feedback, the
+// top k_i of the step's raw gradient.
 func TestPerTensorAggregates(t *testing.T) {
 	sizes := []int{500, 3, 5000, 40}
 	grads := pipelinetest.Normal(sizes, nil)
 	const world, steps, density = 3, 4, 0.02
-	res, err := pipelinetest.Run(world, sizes, nil, steps, grads, sparseFactory("pertensor", 4*600, compress.Config{Density: density, Selector: "topk"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	residual := make([][][]float32, world)
-	for r := range residual {
-		residual[r] = make([][]float32, len(sizes))
-		for i, n := range sizes {
-			residual[r][i] = make([]float32, n)
+	for _, feedback := range []bool{true, false} {
+		cfg := compress.Config{Density: density, Selector: "topk", NoErrorFeedback: !feedback}
+		res, err := pipelinetest.Run(world, sizes, nil, steps, grads, sparseFactory("pertensor", 4*600, cfg))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for s := range steps {
-		want := make([][]float64, len(sizes))
-		for i := range want {
-			want[i] = make([]float64, sizes[i])
+		residual := make([][][]float32, world)
+		for r := range residual {
+			residual[r] = make([][]float32, len(sizes))
+			for i, n := range sizes {
+				residual[r][i] = make([]float32, n)
+			}
 		}
-		for r := range world {
-			g := grads(r, s)
-			for i := range sizes {
-				acc := residual[r][i]
-				for j := range acc {
-					acc[j] += g[i][j]
+		for s := range steps {
+			want := make([][]float64, len(sizes))
+			for i := range want {
+				want[i] = make([]float64, sizes[i])
+			}
+			for r := range world {
+				g := grads(r, s)
+				for i := range sizes {
+					acc := residual[r][i]
+					if !feedback {
+						clear(acc)
+					}
+					for j := range acc {
+						acc[j] += g[i][j]
+					}
+					for _, j := range sortTopK(acc, compress.KFor(sizes[i], density)) {
+						want[i][j] += float64(acc[j]) / world
+						acc[j] = 0
+					}
 				}
-				for _, j := range sortTopK(acc, compress.KFor(sizes[i], density)) {
-					want[i][j] += float64(acc[j]) / world
-					acc[j] = 0
+			}
+			for r := range world {
+				for i := range sizes {
+					for j, w := range want[i] {
+						if got := res[r].Grads[s][i][j]; math.Abs(float64(got)-w) > 1e-6 {
+							t.Fatalf("error feedback %v: rank %d step %d tensor %d[%d]: %g, want %g", feedback, r, s, i, j, got, w)
+						}
+					}
 				}
 			}
 		}
-		for r := range world {
+	}
+}
+
+// TestNoErrorFeedbackForgets: without error feedback a step's aggregate depends on that
+// step's gradients alone, so a run's third step equals a fresh run's first step on the
+// same gradients, bit for bit; with error feedback the residuals make them differ.
+func TestNoErrorFeedbackForgets(t *testing.T) {
+	sizes := []int{1000, 10, 3000, 33, 1}
+	grads := pipelinetest.Normal(sizes, []float32{1, 0.01, 1, 0.1, 1})
+	later := func(rank, step int) [][]float32 { return grads(rank, step+2) }
+	factories := map[string]func(compress.Config) pipelinetest.Factory{
+		"pertensor":   func(c compress.Config) pipelinetest.Factory { return sparseFactory("pertensor", 4*1500, c) },
+		"multitensor": func(c compress.Config) pipelinetest.Factory { return sparseFactory("multitensor", 4*1500, c) },
+		"safusion": func(c compress.Config) pipelinetest.Factory {
+			return safusionFactory(4*1500, c, netmodel.Network{}, 2, nil)
+		},
+	}
+	for name, factory := range factories {
+		for _, feedback := range []bool{false, true} {
+			cfg := compress.Config{Density: 0.02, Selector: "topk", NoErrorFeedback: !feedback}
+			long, err := pipelinetest.Run(3, sizes, nil, 3, grads, factory(cfg))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if err := pipelinetest.CheckRanksAgree(long); err != nil {
+				t.Fatalf("%s, error feedback %v: %v", name, feedback, err)
+			}
+			fresh, err := pipelinetest.Run(3, sizes, nil, 1, later, factory(cfg))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			same := true
 			for i := range sizes {
-				for j, w := range want[i] {
-					if got := res[r].Grads[s][i][j]; math.Abs(float64(got)-w) > 1e-6 {
-						t.Fatalf("rank %d step %d tensor %d[%d]: %g, want %g", r, s, i, j, got, w)
-					}
-				}
+				same = same && slices.Equal(long[0].Grads[2][i], fresh[0].Grads[0][i])
+			}
+			if same == feedback {
+				t.Errorf("%s, error feedback %v: third step equals a fresh first step: %v", name, feedback, same)
 			}
 		}
 	}

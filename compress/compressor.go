@@ -30,7 +30,8 @@ func (t Timing) Took(start time.Time, n int) time.Duration { return t.Clock.Work
 // Compressor is the compression side of a sparsifying pipeline, in the order GRACE gives
 // it: compensate (add the gradient to the error-feedback memory), compress (select about
 // k elements of the sum, k from the density schedule at the current step), update the
-// memory (clear what was selected), and report the selection to the pipeline's meter.
+// memory (clear what was selected, or everything without error feedback), and report the
+// selection to the pipeline's meter.
 //
 // It holds one Selector per goroutine that selects (selectors keep scratch), numbered from
 // 0; different goroutines may compress different tensors at once.
@@ -53,7 +54,7 @@ func NewCompressor(cfg Config, sizes []int, sels []Selector, clock dist.Clock, r
 	if len(sels) == 0 {
 		return nil, fmt.Errorf("compress: a compressor needs at least one selector")
 	}
-	mem, err := NewMemory(sizes, cfg.Momentum)
+	mem, err := NewMemory(sizes, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package compress
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -13,6 +14,11 @@ type Config struct {
 	// Momentum turns on DGC's momentum correction in the error-feedback memory (0: off);
 	// the optimizer must then run without momentum.
 	Momentum float64
+	// NoErrorFeedback drops what a step does not send instead of keeping it in the
+	// error-feedback memory for later steps (see Memory), as the top-k baselines of the
+	// SSFusion authors' code do. It rules out momentum correction, which lives in that
+	// memory.
+	NoErrorFeedback bool
 	// WarmupSteps is DGC's warm-up training: over the first WarmupSteps steps the density
 	// falls geometrically from WarmupStart (0: 0.25) to Density, so that the early, fast
 	// changing gradients are sent less sparsely. 0: no warm-up.
@@ -48,8 +54,16 @@ func (c Config) Check() error {
 	if c.Momentum < 0 || c.Momentum >= 1 {
 		return fmt.Errorf("momentum correction factor must be in [0, 1), got %g", c.Momentum)
 	}
+	if c.Momentum > 0 && c.NoErrorFeedback {
+		return errMomentumNeedsFeedback
+	}
 	return nil
 }
+
+// errMomentumNeedsFeedback refuses momentum correction without error feedback: DGC clears
+// the momentum where elements are sent because the rest stays in the residual; dropping
+// the rest too would be a variant found neither in DGC nor in the authors' baselines.
+var errMomentumNeedsFeedback = errors.New("momentum correction keeps its momentum in the error-feedback memory: it needs error feedback on")
 
 // KFor is how many of n elements a tensor sends at density: floor(density*n), but at
 // least one element of a non-empty tensor, so that no tensor goes missing.

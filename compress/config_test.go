@@ -37,3 +37,24 @@ func TestDensityWarmup(t *testing.T) {
 		t.Error("negative warm-up accepted")
 	}
 }
+
+func TestConfigCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"plain", Config{Density: 0.01, Selector: "topk"}, true},
+		{"no error feedback", Config{Density: 0.01, Selector: "topk", NoErrorFeedback: true}, true},
+		{"momentum correction", Config{Density: 0.01, Selector: "topk", Momentum: 0.9}, true},
+		{"momentum correction without error feedback", Config{Density: 0.01, Selector: "topk", Momentum: 0.9, NoErrorFeedback: true}, false},
+		{"density 0", Config{Selector: "topk"}, false},
+		{"momentum 1", Config{Density: 0.01, Selector: "topk", Momentum: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.cfg.Check(); (err == nil) != tc.ok {
+				t.Fatalf("Check() = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}

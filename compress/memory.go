@@ -15,22 +15,34 @@ import (
 // elements are cleared in both (momentum factor masking). The optimizer must then run
 // without momentum of its own, or momentum would be applied twice.
 //
+// Without error feedback (Config.NoErrorFeedback) the memory holds only the step's
+// gradient: Accumulate overwrites instead of adding, and Sent drops every element, sent or
+// not, so selection always reads the raw gradient and what it leaves is lost. That is how
+// the top-k baselines of the SSFusion authors' code run; a pipeline needs no change of its
+// own for it.
+//
 // Every accumulator is allocated up front, so different goroutines may work on different
 // tensors at once; one tensor must not be used by two goroutines at a time.
 type Memory struct {
 	momentum float32
+	drop     bool        // no error feedback: nothing outlives the step
 	acc      [][]float32 // by tensor id; nil for tensors without memory
 	mom      [][]float32 // by tensor id, only with momentum correction
 }
 
-// NewMemory returns a memory for tensors whose sizes are numel (by tensor id; a negative
-// size means the tensor is never sparsified and gets no memory). momentum in [0, 1) turns
-// on momentum correction when it is above 0.
-func NewMemory(numel []int, momentum float64) (*Memory, error) {
+// NewMemory returns the memory cfg asks for (momentum correction at cfg.Momentum, in
+// [0, 1), when above 0; error feedback unless cfg.NoErrorFeedback) for tensors whose sizes
+// are numel (by tensor id; a negative size means the tensor is never sparsified and gets
+// no memory).
+func NewMemory(numel []int, cfg Config) (*Memory, error) {
+	momentum := cfg.Momentum
 	if momentum < 0 || momentum >= 1 || math.IsNaN(momentum) {
 		return nil, fmt.Errorf("compress: momentum correction factor must be in [0, 1), got %g", momentum)
 	}
-	m := &Memory{momentum: float32(momentum), acc: make([][]float32, len(numel))}
+	if momentum > 0 && cfg.NoErrorFeedback {
+		return nil, errMomentumNeedsFeedback
+	}
+	m := &Memory{momentum: float32(momentum), drop: cfg.NoErrorFeedback, acc: make([][]float32, len(numel))}
 	if momentum > 0 {
 		m.mom = make([][]float32, len(numel))
 	}
@@ -60,11 +72,18 @@ func (m *Memory) Bind(id int, storage []float32) error {
 
 // Accumulate adds gradient g of tensor id into its memory and returns the accumulator:
 // the values to select from. Read the selected values from it before calling Sent.
+// Without error feedback the accumulator becomes a copy of g.
 func (m *Memory) Accumulate(id int, g []float32) ([]float32, error) {
 	if err := m.check(id, len(g)); err != nil {
 		return nil, err
 	}
 	acc := m.acc[id]
+	if m.drop {
+		// Overwriting rather than adding to the zeros Sent left also keeps a step that
+		// failed before Sent from leaking its gradient into the next.
+		copy(acc, g)
+		return acc, nil
+	}
 	if m.mom == nil {
 		for i, v := range g {
 			acc[i] += v
@@ -79,7 +98,8 @@ func (m *Memory) Accumulate(id int, g []float32) ([]float32, error) {
 	return acc, nil
 }
 
-// Sent clears the elements at idx of tensor id's memory: they have been transmitted. All
+// Sent clears the elements at idx of tensor id's memory: they have been transmitted.
+// Without error feedback it clears every element: what was not sent is dropped. All
 // indices are checked first, so on error the memory is unchanged.
 func (m *Memory) Sent(id int, idx []int32) error {
 	if err := m.check(id, -1); err != nil {
@@ -90,6 +110,10 @@ func (m *Memory) Sent(id int, idx []int32) error {
 		if i < 0 || int(i) >= len(acc) {
 			return fmt.Errorf("compress: memory of tensor %d: sent index %d out of range [0, %d)", id, i, len(acc))
 		}
+	}
+	if m.drop {
+		clear(acc)
+		return nil
 	}
 	for _, i := range idx {
 		acc[i] = 0

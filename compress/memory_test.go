@@ -7,7 +7,7 @@ import (
 )
 
 func TestMemory(t *testing.T) {
-	m, err := NewMemory([]int{4, -1, 2}, 0)
+	m, err := NewMemory([]int{4, -1, 2}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,13 +41,16 @@ func TestMemory(t *testing.T) {
 }
 
 func TestMemoryErrors(t *testing.T) {
-	if _, err := NewMemory([]int{1}, 1); err == nil {
+	if _, err := NewMemory([]int{1}, Config{Momentum: 1}); err == nil {
 		t.Error("momentum 1 accepted")
 	}
-	if _, err := NewMemory([]int{1}, -0.1); err == nil {
+	if _, err := NewMemory([]int{1}, Config{Momentum: -0.1}); err == nil {
 		t.Error("negative momentum accepted")
 	}
-	m, err := NewMemory([]int{2, -1}, 0)
+	if _, err := NewMemory([]int{1}, Config{Momentum: 0.9, NoErrorFeedback: true}); err == nil {
+		t.Error("momentum correction without error feedback accepted")
+	}
+	m, err := NewMemory([]int{2, -1}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +87,7 @@ func TestErrorFeedback(t *testing.T) {
 	for _, momentum := range []float64{0, 0.9} {
 		r := rand.New(rand.NewPCG(11, 12))
 		const n, k, steps = 200, 5, 30
-		m, err := NewMemory([]int{n}, momentum)
+		m, err := NewMemory([]int{n}, Config{Momentum: momentum})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,5 +123,55 @@ func TestErrorFeedback(t *testing.T) {
 				t.Fatalf("momentum %g, element %d: fed %g, sent %g + held %g", momentum, i, fed[i], sent[i], res[i])
 			}
 		}
+	}
+}
+
+// TestNoErrorFeedback checks that without error feedback every step selects from that
+// step's gradient alone and the memory holds nothing between steps.
+func TestNoErrorFeedback(t *testing.T) {
+	m, err := NewMemory([]int{4, 3}, Config{NoErrorFeedback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := []float32{7, 7, 7, 7, 7}
+	if err := m.Bind(1, buf[1:4]); err != nil {
+		t.Fatal(err)
+	}
+	for step, tc := range []struct {
+		id   int
+		g    []float32
+		sent []int32
+	}{
+		{0, []float32{1, -5, 3, 2}, []int32{1}},
+		{0, []float32{4, 1, -1, 1}, []int32{0, 2}},
+		{0, []float32{0, 0, 9, 0}, nil}, // nothing sent: still nothing kept
+		{1, []float32{2, -3, 1}, []int32{1}},
+		{1, []float32{1, 1, 1}, []int32{0}},
+	} {
+		acc, err := m.Accumulate(tc.id, tc.g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(acc, tc.g) {
+			t.Fatalf("step %d: selection reads %v, want the step's gradient %v", step, acc, tc.g)
+		}
+		if err := m.Sent(tc.id, tc.sent); err != nil {
+			t.Fatal(err)
+		}
+		for id := range 2 {
+			if r := m.Residual(id); slices.ContainsFunc(r, func(v float32) bool { return v != 0 }) {
+				t.Fatalf("step %d: tensor %d holds %v after the step", step, id, r)
+			}
+		}
+	}
+	if buf[0] != 7 || buf[4] != 7 {
+		t.Fatalf("bound storage written outside its range: %v", buf)
+	}
+	residuals, momenta := m.Export()
+	if momenta != nil || len(residuals) != 2 || len(residuals[0]) != 4 {
+		t.Fatalf("export: residuals %v, momenta %v", residuals, momenta)
+	}
+	if err := m.Sent(0, []int32{4}); err == nil {
+		t.Fatal("an index out of range accepted")
 	}
 }

@@ -13,10 +13,15 @@ package pipeline
 import "time"
 
 // Tensor describes one gradient tensor a pipeline synchronises: its index in the model's
-// parameter order, its name and the live gradient buffer that Wait overwrites.
+// parameter order, its name, the number of dimensions of its parameter, and the live
+// gradient buffer that Wait overwrites.
 type Tensor struct {
 	ID   int
 	Name string
+	// Dims is the number of dimensions of the parameter (4 for a convolution kernel, 2 for
+	// a fully connected weight or an embedding, 1 for a bias or a norm's scale); 0 when
+	// unknown. A rule that selects tensors by their shape reads it (SSFusion's rank rule).
+	Dims int
 	Grad []float32
 }
 

@@ -53,8 +53,8 @@ func Architecture(name string) ([]Layer, error) {
 // archBuilder collects an architecture's tensors in forward order.
 type archBuilder struct{ layers []Layer }
 
-func (b *archBuilder) add(name string, numel int, flops float64) {
-	b.layers = append(b.layers, Layer{Name: name, Numel: numel, ForwardFLOPs: flops})
+func (b *archBuilder) add(name string, dims, numel int, flops float64) {
+	b.layers = append(b.layers, Layer{Name: name, Numel: numel, ForwardFLOPs: flops, Dims: dims})
 }
 
 // extra adds work without a parameter tensor to the last tensor added (see Layer for why
@@ -64,34 +64,34 @@ func (b *archBuilder) extra(flops float64) { b.layers[len(b.layers)-1].ForwardFL
 // conv adds a k x k convolution producing cout channels of hout x wout.
 func (b *archBuilder) conv(name string, cin, cout, k, hout, wout int, bias bool) {
 	out := float64(cout * hout * wout)
-	b.add(name+".weight", cout*cin*k*k, 2*float64(cin*k*k)*out)
+	b.add(name+".weight", 4, cout*cin*k*k, 2*float64(cin*k*k)*out)
 	if bias {
-		b.add(name+".bias", cout, biasFLOPs*out)
+		b.add(name+".bias", 1, cout, biasFLOPs*out)
 	}
 }
 
 // batchNorm adds a BatchNorm over c channels of h x w.
 func (b *archBuilder) batchNorm(name string, c, h, w int) {
 	out := float64(c * h * w)
-	b.add(name+".weight", c, normFLOPs*out)
-	b.add(name+".bias", c, biasFLOPs*out)
+	b.add(name+".weight", 1, c, normFLOPs*out)
+	b.add(name+".bias", 1, c, biasFLOPs*out)
 }
 
 // linear adds a linear layer applied to rows vectors per sample (the sequence length).
 func (b *archBuilder) linear(name string, in, out, rows int) {
-	b.add(name+".weight", in*out, 2*float64(rows)*float64(in*out))
-	b.add(name+".bias", out, biasFLOPs*float64(rows*out))
+	b.add(name+".weight", 2, in*out, 2*float64(rows)*float64(in*out))
+	b.add(name+".bias", 1, out, biasFLOPs*float64(rows*out))
 }
 
 // layerNorm adds a LayerNorm of width d applied to rows vectors per sample.
 func (b *archBuilder) layerNorm(name string, d, rows int) {
-	b.add(name+".weight", d, normFLOPs*float64(rows*d))
-	b.add(name+".bias", d, biasFLOPs*float64(rows*d))
+	b.add(name+".weight", 1, d, normFLOPs*float64(rows*d))
+	b.add(name+".bias", 1, d, biasFLOPs*float64(rows*d))
 }
 
 // embedding adds an n x d table looked up rows times per sample.
 func (b *archBuilder) embedding(name string, n, d, rows int) {
-	b.add(name+".weight", n*d, lookupFLOPs*float64(rows*d))
+	b.add(name+".weight", 2, n*d, lookupFLOPs*float64(rows*d))
 }
 
 // resnet builds torchvision's bottleneck ResNet (v1.5: the stride is in the 3x3 conv) with

@@ -1,6 +1,6 @@
 // Package profile describes the compute of one training step of a model, as the scale
 // simulator consumes it: the gradient tensors in the order backprop makes them ready, their
-// sizes, and how long forward, each tensor's share of backward and the optimizer update take
+// sizes and dimensions, and how long forward, each tensor's share of backward and the optimizer update take
 // on one worker. A profile is measured by our own trainer (train --profile-out) or built from
 // a published architecture and a stated iteration time (see FromFLOPs), and is stored as JSON.
 package profile
@@ -47,6 +47,10 @@ type Profile struct {
 type Tensor struct {
 	Name  string `json:"name"`
 	Numel int    `json:"numel"`
+	// Dims is the number of dimensions of the tensor's parameter (4 for a convolution
+	// kernel, 2 for a linear weight or an embedding, 1 for a bias or a norm's scale); 0 or
+	// absent when unknown, as in profiles written before it was recorded.
+	Dims int `json:"dims,omitempty"`
 	// BackwardMS is the backward time from the previous tensor's readiness (or backward's
 	// start, for the first) to this tensor's.
 	BackwardMS float64 `json:"backward_ms"`
@@ -115,6 +119,8 @@ func (p *Profile) Check() error {
 			return fmt.Errorf("tensor %d: name %q appears twice", i, t.Name)
 		case t.Numel <= 0:
 			return fmt.Errorf("tensor %d (%s): numel must be positive, got %d", i, t.Name, t.Numel)
+		case t.Dims < 0:
+			return fmt.Errorf("tensor %d (%s): dims must not be negative (0: unknown), got %d", i, t.Name, t.Dims)
 		case !validTime(t.BackwardMS):
 			return fmt.Errorf("tensor %d (%s): backward_ms must be a time in [0, %d] ms, got %g", i, t.Name, maxMS, t.BackwardMS)
 		}

@@ -15,15 +15,15 @@ func TestArchitectureParams(t *testing.T) {
 		name    string
 		params  int // published count
 		tensors int // len(list(model.parameters()))
-		// Tensors that must be there, by the framework's name.
-		names []string
+		// Tensors that must be there, by the framework's name, with their dimensions.
+		dims map[string]int
 	}{
-		{"resnet50", 25_557_032, 161, []string{"conv1.weight", "layer1.0.conv1.weight", "layer1.0.downsample.1.bias", "layer4.2.bn3.weight", "fc.bias"}},
-		{"resnet152", 60_192_808, 467, []string{"layer3.35.conv3.weight", "layer4.0.downsample.0.weight"}},
-		{"vgg16", 138_357_544, 32, []string{"features.0.weight", "features.28.bias", "classifier.0.weight", "classifier.6.bias"}},
-		{"bert-base", 109_482_240, 199, []string{"embeddings.word_embeddings.weight", "encoder.layer.0.attention.self.query.weight", "encoder.layer.11.output.LayerNorm.bias", "pooler.dense.weight"}},
-		{"bert-large", 335_141_888, 391, []string{"encoder.layer.23.intermediate.dense.weight"}},
-		{"gpt2", 124_439_808, 148, []string{"wte.weight", "wpe.weight", "h.0.attn.c_attn.weight", "h.11.mlp.c_proj.bias", "ln_f.weight"}},
+		{"resnet50", 25_557_032, 161, map[string]int{"conv1.weight": 4, "layer1.0.conv1.weight": 4, "layer1.0.downsample.1.bias": 1, "layer4.2.bn3.weight": 1, "fc.weight": 2, "fc.bias": 1}},
+		{"resnet152", 60_192_808, 467, map[string]int{"layer3.35.conv3.weight": 4, "layer4.0.downsample.0.weight": 4}},
+		{"vgg16", 138_357_544, 32, map[string]int{"features.0.weight": 4, "features.28.bias": 1, "classifier.0.weight": 2, "classifier.6.bias": 1}},
+		{"bert-base", 109_482_240, 199, map[string]int{"embeddings.word_embeddings.weight": 2, "encoder.layer.0.attention.self.query.weight": 2, "encoder.layer.11.output.LayerNorm.bias": 1, "encoder.layer.11.output.LayerNorm.weight": 1, "pooler.dense.weight": 2}},
+		{"bert-large", 335_141_888, 391, map[string]int{"encoder.layer.23.intermediate.dense.weight": 2}},
+		{"gpt2", 124_439_808, 148, map[string]int{"wte.weight": 2, "wpe.weight": 2, "h.0.attn.c_attn.weight": 2, "h.11.mlp.c_proj.bias": 1, "ln_f.weight": 1}},
 	}
 	if got, want := len(tests), len(Architectures()); got != want {
 		t.Errorf("testing %d architectures, but there are %d", got, want)
@@ -43,9 +43,18 @@ func TestArchitectureParams(t *testing.T) {
 			if _, err := checkArch(arch); err != nil {
 				t.Error(err)
 			}
-			for _, name := range tt.names {
-				if !slices.ContainsFunc(arch, func(l Layer) bool { return l.Name == name }) {
+			for name, dims := range tt.dims {
+				i := slices.IndexFunc(arch, func(l Layer) bool { return l.Name == name })
+				switch {
+				case i < 0:
 					t.Errorf("no tensor %q", name)
+				case arch[i].Dims != dims:
+					t.Errorf("%s has %d dimensions, want %d", name, arch[i].Dims, dims)
+				}
+			}
+			for _, l := range arch {
+				if l.Dims == 0 {
+					t.Errorf("%s: dimensions unknown", l.Name)
 				}
 			}
 		})
@@ -122,6 +131,7 @@ func TestParseErrors(t *testing.T) {
 		{"no model", `{"batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":3,"backward_ms":0.5}],"update_ms":0.1}`, `"model" is missing`},
 		{"zero batch", `{"model":"m","batch_size":0,"forward_ms":1,"tensors":[{"name":"a","numel":3,"backward_ms":0.5}],"update_ms":0.1}`, `"batch_size" must be positive`},
 		{"zero numel", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":0,"backward_ms":0.5}],"update_ms":0.1}`, `numel must be positive`},
+		{"negative dims", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":3,"dims":-1,"backward_ms":0.5}],"update_ms":0.1}`, `tensor 0 (a): dims must not be negative`},
 		{"not JSON", `{"model":`, `decoding JSON`},
 	}
 	for _, tt := range tests {
@@ -184,14 +194,19 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 }
 
 func TestFromFLOPs(t *testing.T) {
-	arch := []Layer{{"a", 10, 100}, {"b", 20, 300}, {"c", 5, 0}, {"d", 1, 600}}
+	arch := []Layer{{"a", 10, 100, 4}, {"b", 20, 300, 1}, {"c", 5, 0, 0}, {"d", 1, 600, 2}}
 	p, err := FromFLOPs("toy", "test", 8, arch, 31, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 30 ms of compute: 10 forward, 20 backward split 100:300:0:600 in reverse order.
 	want := &Profile{Model: "toy", Source: "test", BatchSize: 8, ForwardMS: 10, UpdateMS: 1,
-		Tensors: []Tensor{{"d", 1, 12}, {"c", 5, 0}, {"b", 20, 6}, {"a", 10, 2}}}
+		Tensors: []Tensor{
+			{Name: "d", Numel: 1, Dims: 2, BackwardMS: 12},
+			{Name: "c", Numel: 5, BackwardMS: 0},
+			{Name: "b", Numel: 20, Dims: 1, BackwardMS: 6},
+			{Name: "a", Numel: 10, Dims: 4, BackwardMS: 2},
+		}}
 	if diff := profileDiff(p, want, 1e-12); diff != "" {
 		t.Error(diff)
 	}
@@ -252,7 +267,7 @@ func TestBuiltinIsFLOPSplit(t *testing.T) {
 }
 
 func TestFromFLOPsErrors(t *testing.T) {
-	ok := []Layer{{"w", 4, 8}, {"b", 2, 1}}
+	ok := []Layer{{"w", 4, 8, 0}, {"b", 2, 1, 0}}
 	tests := []struct {
 		name      string
 		model     string
@@ -262,12 +277,12 @@ func TestFromFLOPsErrors(t *testing.T) {
 		want      string
 	}{
 		{"no layers", "m", 1, nil, 10, 1, "no tensors"},
-		{"unnamed", "m", 1, []Layer{{"", 1, 1}}, 10, 1, "layer 0 has no name"},
-		{"duplicate", "m", 1, []Layer{{"w", 1, 1}, {"w", 1, 1}}, 10, 1, `name "w" appears twice`},
-		{"zero numel", "m", 1, []Layer{{"w", 0, 1}}, 10, 1, "numel must be positive"},
-		{"negative FLOPs", "m", 1, []Layer{{"w", 1, -1}}, 10, 1, "forward FLOPs must be finite and >= 0"},
-		{"NaN FLOPs", "m", 1, []Layer{{"w", 1, math.NaN()}}, 10, 1, "forward FLOPs must be finite"},
-		{"no FLOPs", "m", 1, []Layer{{"w", 1, 0}}, 10, 1, "must sum to a positive"},
+		{"unnamed", "m", 1, []Layer{{"", 1, 1, 0}}, 10, 1, "layer 0 has no name"},
+		{"duplicate", "m", 1, []Layer{{"w", 1, 1, 0}, {"w", 1, 1, 0}}, 10, 1, `name "w" appears twice`},
+		{"zero numel", "m", 1, []Layer{{"w", 0, 1, 0}}, 10, 1, "numel must be positive"},
+		{"negative FLOPs", "m", 1, []Layer{{"w", 1, -1, 0}}, 10, 1, "forward FLOPs must be finite and >= 0"},
+		{"NaN FLOPs", "m", 1, []Layer{{"w", 1, math.NaN(), 0}}, 10, 1, "forward FLOPs must be finite"},
+		{"no FLOPs", "m", 1, []Layer{{"w", 1, 0, 0}}, 10, 1, "must sum to a positive"},
 		{"zero iteration", "m", 1, ok, 0, 0, "iteration time must be positive"},
 		{"infinite iteration", "m", 1, ok, math.Inf(1), 0, "iteration time must be positive and finite"},
 		{"negative update", "m", 1, ok, 10, -1, "update time must be"},
@@ -287,16 +302,16 @@ func TestFromFLOPsErrors(t *testing.T) {
 
 func TestScaled(t *testing.T) {
 	p := &Profile{Model: "m", Source: "measured", BatchSize: 4, ForwardMS: 8, TailMS: 2, UpdateMS: 1,
-		Tensors: []Tensor{{"b", 1, 4}, {"w", 9, 6}}}
+		Tensors: []Tensor{{Name: "b", Numel: 1, BackwardMS: 4}, {Name: "w", Numel: 9, BackwardMS: 6}}}
 	tests := []struct {
 		speed  float64
 		want   *Profile
 		errHas string
 	}{
 		{2, &Profile{Model: "m", Source: "measured, sped up 2x", BatchSize: 4, ForwardMS: 4, TailMS: 1, UpdateMS: 0.5,
-			Tensors: []Tensor{{"b", 1, 2}, {"w", 9, 3}}}, ""},
+			Tensors: []Tensor{{Name: "b", Numel: 1, BackwardMS: 2}, {Name: "w", Numel: 9, BackwardMS: 3}}}, ""},
 		{0.5, &Profile{Model: "m", Source: "measured, sped up 0.5x", BatchSize: 4, ForwardMS: 16, TailMS: 4, UpdateMS: 2,
-			Tensors: []Tensor{{"b", 1, 8}, {"w", 9, 12}}}, ""},
+			Tensors: []Tensor{{Name: "b", Numel: 1, BackwardMS: 8}, {Name: "w", Numel: 9, BackwardMS: 12}}}, ""},
 		{1, p, ""},
 		{0, nil, "must be positive"},
 		{-1, nil, "must be positive"},
@@ -372,7 +387,7 @@ func profileDiff(got, want *Profile, tol float64) string {
 		return fmt.Sprintf("%d tensors, want %d", len(got.Tensors), len(want.Tensors))
 	}
 	for i, g := range got.Tensors {
-		if w := want.Tensors[i]; g.Name != w.Name || g.Numel != w.Numel || !near(g.BackwardMS, w.BackwardMS, tol) {
+		if w := want.Tensors[i]; g.Name != w.Name || g.Numel != w.Numel || g.Dims != w.Dims || !near(g.BackwardMS, w.BackwardMS, tol) {
 			return fmt.Sprintf("tensor %d is %+v, want %+v", i, g, w)
 		}
 	}

@@ -88,6 +88,36 @@ func TestDenseStepTimeByHand(t *testing.T) {
 	}
 }
 
+// TestTensorsCarryTheProfilesDims: the pipeline sees each tensor's dimensions as the
+// profile gives them, under the id the profile's backprop order implies.
+func TestTensorsCarryTheProfilesDims(t *testing.T) {
+	p := &profile.Profile{Model: "dims", BatchSize: 4, ForwardMS: 1, UpdateMS: 1, Tensors: []profile.Tensor{
+		{Name: "fc.bias", Numel: 10, Dims: 1, BackwardMS: 1},
+		{Name: "fc.weight", Numel: 100, Dims: 2, BackwardMS: 1},
+		{Name: "conv.weight", Numel: 270, Dims: 4, BackwardMS: 1},
+		{Name: "old", Numel: 3, BackwardMS: 1},
+	}}
+	want := map[string]int{"old": 0, "conv.weight": 4, "fc.weight": 2, "fc.bias": 1}
+	var mu sync.Mutex
+	got := map[string]int{}
+	build := func(c dist.Communicator, ts []pipeline.Tensor) (pipeline.Pipeline, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, tensor := range ts {
+			got[tensor.Name] = tensor.Dims
+		}
+		return factories["dense"](c, ts)
+	}
+	if _, err := Simulate(context.Background(), Job{Profile: p, Workers: 2, Network: flatCost{alpha: time.Microsecond}, Pipeline: build, Steps: 2, Warmup: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for name, dims := range want {
+		if got[name] != dims {
+			t.Errorf("%s: the pipeline sees %d dimensions, want %d", name, got[name], dims)
+		}
+	}
+}
+
 func TestPipelinesRunOnTheVirtualClock(t *testing.T) {
 	prof := tinyProfile()
 	sel := SelectionModel{Kinds: map[string]Linear{"topk": {PerCallNS: 1e5, PerElementNS: 10}, "threshold": {PerElementNS: 1}}}

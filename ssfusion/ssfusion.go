@@ -8,6 +8,7 @@
 package ssfusion
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -21,10 +22,15 @@ import (
 // Config configures the pipeline.
 type Config struct {
 	compress.Config
-	Threshold int // tensors with fewer elements stay dense
+	// Rule picks the tensors that may be sparsified (see Candidates): by size (the
+	// default), by their parameters' dimensions as the authors' code does, or by the cost
+	// model alone.
+	Rule      Rule
+	Threshold int // under the size rule, tensors with fewer elements stay dense
 	// Network is the network the chooser weighs sparsifying a tensor against keeping it
 	// dense on (see Choose), selection costing SelectPerElement seconds per element; nil
-	// leaves the size threshold alone in charge.
+	// leaves the rule alone in charge. The rank rule never consults it; the cost rule
+	// needs it.
 	Network          *netmodel.Network
 	SelectPerElement float64
 	// Offload runs selection on SelectWorkers goroutines instead of the one pushing
@@ -44,6 +50,12 @@ func New(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, 
 	}
 	if cfg.Threshold < 0 {
 		return nil, fmt.Errorf("ssfusion: select threshold must not be negative, got %d", cfg.Threshold)
+	}
+	if cfg.Rule < BySize || cfg.Rule > ByCost {
+		return nil, fmt.Errorf("ssfusion: unknown select rule %v", cfg.Rule)
+	}
+	if cfg.Rule == ByCost && cfg.Network == nil {
+		return nil, errors.New("ssfusion: the cost rule leaves the choice to the cost model, which needs a network to plan on")
 	}
 	if cfg.Network != nil {
 		if err := cfg.Network.Check(); err != nil {
@@ -96,10 +108,14 @@ func (s *stage) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, err
 	sparseIDs := make([][]int, len(buckets))
 	for b, bucket := range buckets {
 		sizes := make([]int, len(bucket.Tensors))
+		dims := make([]int, len(bucket.Tensors))
 		for i, id := range bucket.Tensors {
-			sizes[i] = len(s.tensors[id].Grad)
+			sizes[i], dims[i] = len(s.tensors[id].Grad), s.tensors[id].Dims
 		}
-		chosen := Choose(sizes, s.cfg.Threshold, s.cfg.Density, s.cfg.Network, s.cfg.SelectPerElement, s.comm.Size())
+		chosen := Candidates(s.cfg.Rule, sizes, dims, s.cfg.Threshold)
+		if s.cfg.Rule != ByRank {
+			chosen = Choose(chosen, sizes, s.cfg.Density, s.cfg.Network, s.cfg.SelectPerElement, s.comm.Size())
+		}
 		for i, id := range bucket.Tensors {
 			memSizes[id] = -1
 			if chosen[i] {

@@ -177,6 +177,10 @@ func TestConfigErrors(t *testing.T) {
 		{Config: compress.Config{Density: 0.1, Selector: "topk"}, Network: &netmodel.Network{Inter: netmodel.Link{Beta: -1}}},
 		{Config: compress.Config{Density: 0.1, Selector: "topk"}, SelectPerElement: -1},
 		{Config: compress.Config{Density: 0.1, Selector: "bogus"}},
+		{Config: compress.Config{Density: 0.1, Selector: "topk"}, Rule: ByCost},
+		{Config: compress.Config{Density: 0.1, Selector: "topk"}, Rule: Rule(3)},
+		{Config: compress.Config{Density: 0.1, Selector: "topk"}, Rule: -1},
+		{Config: compress.Config{Density: 0.1, Selector: "topk", Momentum: 0.9, NoErrorFeedback: true}},
 	} {
 		if _, err := New(comm, tensors, 1024, cfg); err == nil {
 			t.Errorf("accepted %+v", cfg)
@@ -217,9 +221,55 @@ func TestSchedule(t *testing.T) {
 	}
 }
 
+func TestCandidates(t *testing.T) {
+	// A classifier weight (2-D), a conv kernel (4-D), a bias (1-D), an embedding (2-D), a
+	// tensor of unknown shape, an empty one, and sizes around the size rule's threshold.
+	sizes := []int{8192, 8191, 10, 1_000_000, 8192, 0, 50, 20000}
+	dims := []int{2, 4, 1, 2, 0, 1, 4, 1}
+	for _, tc := range []struct {
+		rule      Rule
+		threshold int
+		dims      []int
+		want      []bool
+	}{
+		{BySize, 8192, dims, []bool{true, false, false, true, true, false, false, true}},
+		{BySize, 0, dims, []bool{true, true, true, true, true, false, true, true}},
+		{BySize, 8192, nil, []bool{true, false, false, true, true, false, false, true}},
+		{ByRank, 8192, dims, []bool{false, true, true, false, true, false, true, true}},
+		{ByRank, 1 << 30, dims, []bool{false, true, true, false, true, false, true, true}},
+		{ByRank, 8192, nil, []bool{true, true, true, true, true, false, true, true}}, // unknown: not 2-D
+		{ByRank, 8192, dims[:2], []bool{false, true, true, true, true, false, true, true}},
+		{ByCost, 8192, dims, []bool{true, true, true, true, true, false, true, true}},
+		{ByCost, 1 << 30, nil, []bool{true, true, true, true, true, false, true, true}},
+	} {
+		if got := Candidates(tc.rule, sizes, tc.dims, tc.threshold); !slices.Equal(got, tc.want) {
+			t.Errorf("%v rule, threshold %d, dims %v: %v, want %v", tc.rule, tc.threshold, tc.dims, got, tc.want)
+		}
+	}
+}
+
+func TestParseRule(t *testing.T) {
+	for _, name := range RuleNames() {
+		r, err := ParseRule(name)
+		if err != nil || r.String() != name {
+			t.Errorf("ParseRule(%q) = %v, %v", name, r, err)
+		}
+	}
+	if RuleNames()[0] != "size" || Rule(0) != BySize {
+		t.Errorf("the default rule is %q, want size", RuleNames()[0])
+	}
+	if _, err := ParseRule("Size"); err == nil {
+		t.Error("ParseRule accepted a misspelt name")
+	}
+	if got := Rule(7).String(); got != "Rule(7)" {
+		t.Errorf("an unknown rule prints as %q", got)
+	}
+}
+
 func TestChoose(t *testing.T) {
 	sizes := []int{10, 8191, 8192, 10_000_000, 0}
-	if got, want := Choose(sizes, 8192, 0.01, nil, 0, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
+	bySize := Candidates(BySize, sizes, nil, 8192)
+	if got, want := Choose(bySize, sizes, 0.01, nil, 0, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
 		t.Errorf("size rule: %v, want %v", got, want)
 	}
 	// On a 10 Gbit/s network (SAFusion's constants) with a cheap selector, sparsifying a
@@ -228,17 +278,104 @@ func TestChoose(t *testing.T) {
 	// does not pay.
 	tenGbit := &netmodel.Network{Inter: netmodel.Link{Alpha: 5.2e-4, Beta: 8.6e-10}}
 	const cheap, slow = 1e-9, 1e-6
-	if got, want := Choose(sizes, 8192, 0.01, tenGbit, cheap, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
+	if got, want := Choose(bySize, sizes, 0.01, tenGbit, cheap, 8), []bool{false, false, true, true, false}; !slices.Equal(got, want) {
 		t.Errorf("10 Gbit/s, cheap selection: %v, want %v", got, want)
 	}
-	if got := Choose(sizes, 8192, 0.01, tenGbit, slow, 8); slices.Contains(got, true) {
+	if got := Choose(bySize, sizes, 0.01, tenGbit, slow, 8); slices.Contains(got, true) {
 		t.Errorf("slow selection still sparsifies: %v", got)
 	}
-	if got := Choose([]int{10, 8192, 100000}, 8192, 0.01, tenGbit, cheap, 8); slices.Contains(got, true) {
+	small := []int{10, 8192, 100000}
+	if got := Choose(Candidates(BySize, small, nil, 8192), small, 0.01, tenGbit, cheap, 8); slices.Contains(got, true) {
 		t.Errorf("a 433 KB buffer is split although start-up costs dominate: %v", got)
 	}
-	if got := Choose(sizes, 8192, 0.01, tenGbit, cheap, 1); !slices.Equal(got, []bool{false, false, true, true, false}) {
+	if got := Choose(bySize, sizes, 0.01, tenGbit, cheap, 1); !slices.Equal(got, []bool{false, false, true, true, false}) {
 		t.Errorf("one rank: the cost model has nothing to weigh, want the size rule, got %v", got)
+	}
+	// The cost rule hands every tensor to the cost model: at 10 Gbit/s and a cheap
+	// selector it also sparsifies the 8191 elements the size rule keeps dense, but keeps
+	// a one-element tensor dense, whose pair costs more than its dense share.
+	sizes[0] = 1
+	if got, want := Choose(Candidates(ByCost, sizes, nil, 8192), sizes, 0.01, tenGbit, cheap, 8), []bool{false, true, true, true, false}; !slices.Equal(got, want) {
+		t.Errorf("cost rule at 10 Gbit/s: %v, want %v", got, want)
+	}
+	if got := Choose([]bool{true}, sizes, 0.01, nil, 0, 8); !slices.Equal(got, []bool{true, false, false, false, false}) {
+		t.Errorf("candidates shorter than the buffer: %v", got)
+	}
+}
+
+// TestRankRule: under the rank rule, 2-D tensors travel dense and arrive exactly
+// averaged while every other tensor, however small, is sparsified to its own k, whatever
+// the size threshold and the network say.
+func TestRankRule(t *testing.T) {
+	sizes := []int{4000, 16, 20000, 10, 9000}
+	dims := []int{2, 1, 4, 1, 2}
+	grads := pipelinetest.Normal(sizes, nil)
+	const world, density = 2, 0.01
+	cfg := config(density, 8192, true, true)
+	cfg.Rule = ByRank
+	// A network on which the cost model would keep everything dense.
+	cfg.Network, cfg.SelectPerElement = &netmodel.Network{Inter: netmodel.Link{Alpha: 1, Beta: 1e-12}}, 1
+	withDims := func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		for i := range tensors {
+			tensors[i].Dims = dims[i]
+		}
+		return New(comm, tensors, 1<<20, cfg)
+	}
+	res, err := pipelinetest.Run(world, sizes, nil, 3, grads, withDims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pipelinetest.CheckRanksAgree(res); err != nil {
+		t.Fatal(err)
+	}
+	for s := range 3 {
+		want := pipelinetest.Mean(world, s, grads)
+		for i, d := range dims {
+			got := res[0].Grads[s][i]
+			if d == 2 {
+				for j, w := range want[i] {
+					if math.Abs(float64(got[j])-w) > 1e-6 {
+						t.Fatalf("step %d: 2-D tensor %d[%d] = %g, want the dense mean %g", s, i, j, got[j], w)
+					}
+				}
+				continue
+			}
+			nonzero := 0
+			for _, v := range got {
+				if v != 0 {
+					nonzero++
+				}
+			}
+			if k := compress.KFor(sizes[i], density); nonzero == 0 || nonzero > world*k {
+				t.Errorf("step %d: %d-D tensor %d has %d non-zero elements, want 1..%d", s, d, i, nonzero, world*k)
+			}
+		}
+	}
+}
+
+// TestNoErrorFeedback: without error feedback a step's aggregate depends on its own
+// gradients alone, so the third step of a run equals a fresh run's first on the same
+// gradients, for every variant.
+func TestNoErrorFeedback(t *testing.T) {
+	sizes := []int{5000, 10, 9000, 33, 1, 20000, 64}
+	grads := pipelinetest.Normal(sizes, nil)
+	later := func(rank, step int) [][]float32 { return grads(rank, step+2) }
+	for _, v := range variants {
+		cfg := config(0.01, 1000, v.offload, v.interleave)
+		cfg.NoErrorFeedback = true
+		long, err := pipelinetest.Run(3, sizes, nil, 3, grads, factory(4*12000, cfg))
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		fresh, err := pipelinetest.Run(3, sizes, nil, 1, later, factory(4*12000, cfg))
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		for i := range sizes {
+			if !slices.Equal(long[0].Grads[2][i], fresh[0].Grads[0][i]) {
+				t.Fatalf("%s: tensor %d of the third step differs from a fresh first step", v.name, i)
+			}
+		}
 	}
 }
 
@@ -305,7 +442,7 @@ func TestChooseOnAFlatRingIsTheFormula(t *testing.T) {
 		p := 2 + rng.IntN(255)
 		density := []float64{0.001, 0.01, 0.1}[rng.IntN(3)]
 		net := &netmodel.Network{Inter: netmodel.Link{Alpha: alpha, Beta: beta}}
-		got := Choose(sizes, 8192, density, net, sel, p)
+		got := Choose(Candidates(BySize, sizes, nil, 8192), sizes, density, net, sel, p)
 		if want := formula(sizes, 8192, density, alpha, beta, sel, p); !slices.Equal(got, want) {
 			t.Errorf("sizes %v, density %g, alpha %g, beta %g, selection %g s, %d ranks: %v, the formula says %v", sizes, density, alpha, beta, sel, p, got, want)
 		}

@@ -55,7 +55,13 @@ type Config struct {
 	FusionMB        float64 `mapstructure:"fusion-mb" json:"fusion_mb"`
 	Selector        string  `mapstructure:"selector" json:"selector"`
 	SelectThreshold int     `mapstructure:"select-threshold" json:"select_threshold"`
-	SelectWorkers   int     `mapstructure:"select-workers" json:"select_workers"`
+	// SelectRule is how SSFusion picks the tensors it may sparsify: "size" (at least
+	// SelectThreshold elements, pruned by the cost model when there is a planning
+	// network), "rank" (the authors' code: 2-D parameters dense, every other tensor
+	// sparsified, no threshold or cost model) or "cost" (every tensor a candidate, the
+	// cost model alone decides; needs a planning network).
+	SelectRule    string `mapstructure:"select-rule" json:"select_rule"`
+	SelectWorkers int    `mapstructure:"select-workers" json:"select_workers"`
 	// DensityWarmupSteps is DGC's warm-up: the density falls from 0.25 to Density over
 	// these first steps (0: none).
 	DensityWarmupSteps int `mapstructure:"density-warmup-steps" json:"density_warmup_steps"`
@@ -66,6 +72,10 @@ type Config struct {
 	// MomentumCorrection moves SGD momentum into a sparsifying pipeline's error-feedback
 	// memory (DGC); the optimizer then runs without momentum.
 	MomentumCorrection bool `mapstructure:"momentum-correction" json:"momentum_correction"`
+	// ErrorFeedback keeps, in a sparsifying pipeline, what a step does not send and adds
+	// it to the next step's gradient; off, it is dropped, as the top-k baselines of the
+	// SSFusion authors' code do. Off rules out MomentumCorrection.
+	ErrorFeedback bool `mapstructure:"error-feedback" json:"error_feedback"`
 	// CostAlpha (seconds per message) and CostBeta (seconds per byte) are the link the
 	// planners plan with, SSFusion's choice of the tensors to sparsify and SAFusion's
 	// sizing of its buffers. CostBeta 0 leaves them the emulated link (Bandwidth, Latency)
@@ -120,6 +130,8 @@ func Defaults() Config {
 		FusionMB:        64,
 		Selector:        "topk",
 		SelectThreshold: 8192,
+		SelectRule:      "size",
+		ErrorFeedback:   true,
 		SelectWorkers:   1,
 		SelectNS:        3,
 		ExDynaThreshold: "measured",
@@ -246,6 +258,14 @@ func (c *Config) Validate() error {
 	}
 	if c.MomentumCorrection && (c.Momentum <= 0 || c.Momentum >= 1) {
 		bad("momentum-correction needs a momentum in (0, 1), got %g", c.Momentum)
+	}
+	if c.MomentumCorrection && !c.ErrorFeedback {
+		bad("momentum-correction keeps its momentum in the error-feedback memory: it needs error-feedback on")
+	}
+	switch c.SelectRule {
+	case "size", "rank", "cost":
+	default:
+		bad("select-rule must be size, rank or cost, got %q", c.SelectRule)
 	}
 	if c.FusionMB <= 0 {
 		bad("fusion-mb must be positive, got %g", c.FusionMB)

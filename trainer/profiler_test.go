@@ -51,8 +51,8 @@ func TestProfileOut(t *testing.T) {
 	// Backprop announces the gradients in the reverse of Params order.
 	for i, tensor := range p.Tensors {
 		want := params[len(params)-1-i]
-		if tensor.Name != want.Name || tensor.Numel != want.Numel() {
-			t.Errorf("tensor %d is %s of %d elements, want %s of %d", i, tensor.Name, tensor.Numel, want.Name, want.Numel())
+		if tensor.Name != want.Name || tensor.Numel != want.Numel() || tensor.Dims != len(want.Shape) {
+			t.Errorf("tensor %d is %s of %d elements in %d dimensions, want %s of %d in %d", i, tensor.Name, tensor.Numel, tensor.Dims, want.Name, want.Numel(), len(want.Shape))
 		}
 	}
 	// Save checked that every time is finite and non-negative; the sum of the fields should be

@@ -162,7 +162,7 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 	r := &run{cfg: cfg, opts: opts, data: d, model: model, params: model.Params(), comm: opts.Comm, rank: rank, world: world}
 	tensors := make([]pipeline.Tensor, len(r.params))
 	for i, p := range r.params {
-		tensors[i] = pipeline.Tensor{ID: i, Name: p.Name, Grad: p.Grad}
+		tensors[i] = pipeline.Tensor{ID: i, Name: p.Name, Dims: len(p.Shape), Grad: p.Grad}
 	}
 	if opts.NewPipeline == nil {
 		r.pipe = pipeline.NewLocal(tensors)

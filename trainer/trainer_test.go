@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // quick returns a configuration for a short run writing into a temporary folder.
@@ -195,6 +196,74 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// TestConfigJSONBeforeNewKeys: a summary or checkpoint written before select-rule and
+// error-feedback existed reads as the defaults, which reproduce those runs, so that it
+// still counts as made by today's default configuration.
+func TestConfigJSONBeforeNewKeys(t *testing.T) {
+	raw, err := json.Marshal(Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "select_rule")
+	delete(m, "error_feedback")
+	if raw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	var old Config
+	if err := json.Unmarshal(raw, &old); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := Changed(old, Defaults()); err != nil || len(changed) > 0 {
+		t.Fatalf("a configuration from before the new keys differs from the defaults: %v, %v", changed, err)
+	}
+	// Written values win over the defaults.
+	cfg := Defaults()
+	cfg.SelectRule, cfg.ErrorFeedback = "rank", false
+	if raw, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.SelectRule != "rank" || back.ErrorFeedback {
+		t.Fatalf("read back select-rule %q, error-feedback %v", back.SelectRule, back.ErrorFeedback)
+	}
+}
+
+func TestValidateSelectRuleAndErrorFeedback(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // "" for valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"rank", func(c *Config) { c.SelectRule = "rank" }, ""},
+		{"cost", func(c *Config) { c.SelectRule = "cost" }, ""},
+		{"unknown rule", func(c *Config) { c.SelectRule = "sizes" }, "select-rule"},
+		{"empty rule", func(c *Config) { c.SelectRule = "" }, "select-rule"},
+		{"no error feedback", func(c *Config) { c.ErrorFeedback = false }, ""},
+		{"momentum correction without error feedback", func(c *Config) { c.ErrorFeedback, c.MomentumCorrection = false, true }, "error-feedback"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Defaults()
+			tc.edit(&cfg)
+			cfg.Resolve()
+			err := cfg.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
 // readMetrics returns the records of dir/metrics.csv, the header first.
 func readMetrics(t *testing.T, dir string) [][]string {
 	t.Helper()
@@ -299,5 +368,40 @@ func TestConfigJSONMissingKeysTakeDefaults(t *testing.T) {
 	}
 	if back.Model != "resnet8" || back.Density != 0.05 {
 		t.Errorf("recorded keys lost: model %q, density %g", back.Model, back.Density)
+	}
+}
+
+// TestTensorsCarryDims: the pipeline learns each parameter's number of dimensions from the
+// model, which SSFusion's rank rule selects by.
+func TestTensorsCarryDims(t *testing.T) {
+	cfg := quick(t, "resnet8", "synthetic", 1)
+	cfg.Width = 0.25
+	var got []pipeline.Tensor
+	r, err := newRun(&cfg, Options{NewPipeline: func(_ *Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		got = tensors
+		return pipeline.NewLocal(tensors), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	want := func(name string) int {
+		switch {
+		case name == "fc.weight":
+			return 2
+		case strings.HasSuffix(name, ".weight") && (strings.Contains(name, "conv") || strings.Contains(name, "shortcut.0")):
+			return 4
+		}
+		return 1 // BatchNorm's scale and shift, the classifier's bias
+	}
+	kinds := map[int]int{}
+	for _, ts := range got {
+		if ts.Dims != want(ts.Name) {
+			t.Errorf("%s: %d dimensions, want %d", ts.Name, ts.Dims, want(ts.Name))
+		}
+		kinds[ts.Dims]++
+	}
+	if kinds[4] == 0 || kinds[2] != 1 || kinds[1] == 0 {
+		t.Fatalf("tensors by dimensions %v: want convolution kernels, one classifier weight and vectors", kinds)
 	}
 }
