@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -112,6 +113,10 @@ func TestEveryPipelineKeepsRanksIdentical(t *testing.T) {
 			}
 			if missing := *sp.TensorsMissingPerStep; (name == "multitensor" || name == "exdyna") != (missing > 0) {
 				t.Errorf("%g tensors missing per step", missing)
+			}
+			// ExDyna's figures of its own reach the summary as means over the steps.
+			if ours, theirs := s.Extra[baselines.ExDynaIndexBytes], s.Extra[baselines.ExDynaAuthorsIndexBytes]; (name == "exdyna") != (ours > 0 && theirs > 0) {
+				t.Errorf("index bytes in the summary: %g ours, %g the authors'", ours, theirs)
 			}
 		})
 	}

@@ -59,7 +59,8 @@ import (
 // with one dense allreduce and leaves tau and the partitions as they are.
 //
 // Metrics: besides the shared figures, each step reports pipeline.PartitionImbalance, the
-// largest partition's selected count over the mean.
+// largest partition's selected count over the mean, and the bytes of this rank's index
+// message in our encoding and in the authors' (ExDynaIndexBytes, ExDynaAuthorsIndexBytes).
 type ExDyna struct {
 	comm    dist.Communicator
 	tensors []pipeline.Tensor
@@ -239,6 +240,16 @@ func (x *ExDyna) MirrorMessage(own []byte, rank int) []byte {
 	msg, _ := x.appendSelection(nil, step, part, compress.KFor(x.numel(), x.cfg.DensityAt(int(step))))
 	return msg
 }
+
+// The names of ExDyna's figures in pipeline.StepMetrics.Extra: the bytes of the index
+// message this rank allgathers in a sparse step, in our encoding (a header, the
+// histogram, and its count of uint32 indices), and in the authors' code's, which sends
+// int64 indices padded to the largest count of the step so that every rank's message has
+// one size.
+const (
+	ExDynaIndexBytes        = "index_bytes"
+	ExDynaAuthorsIndexBytes = "index_bytes_authors"
+)
 
 // The constants of the algorithm, as the ExDyna paper and its authors' code give them.
 const (
@@ -455,6 +466,8 @@ func (x *ExDyna) sparse(step, k int) error {
 	}
 	x.meter.Selected(selected, len(x.union), missing)
 	x.meter.SetExtra(pipeline.PartitionImbalance, imbalance(x.counts))
+	x.meter.SetExtra(ExDynaIndexBytes, float64(len(x.send)))
+	x.meter.SetExtra(ExDynaAuthorsIndexBytes, float64(8*slices.Max(x.counts)))
 	if x.observed != nil {
 		x.observed(exStep{Step: step, Union: slices.Clone(x.union), Counts: slices.Clone(x.counts),
 			Bounds: slices.Clone(x.topo.bounds), Tau: x.tau, Shares: x.observedShares()})

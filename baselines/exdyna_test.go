@@ -282,6 +282,11 @@ func TestExDynaSelection(t *testing.T) {
 				if !m.HasDensity || m.DensityAchieved != float64(len(want))/float64(n) {
 					t.Errorf("step %d: density %g, union %d of %d", s, m.DensityAchieved, len(want), n)
 				}
+				own := ref.Counts[(s+r)%world]
+				if ours, theirs := m.Extra[ExDynaIndexBytes], m.Extra[ExDynaAuthorsIndexBytes]; theirs != float64(8*slices.Max(ref.Counts)) ||
+					ours < float64(exHeaderBytes+4*own) || (tc.mode == "paper" && ours != float64(exHeaderBytes+4*own)) {
+					t.Errorf("step %d, rank %d: index bytes %g ours, %g the authors', counts %v", s, r, ours, theirs, ref.Counts)
+				}
 				if m.Extra[pipeline.PartitionImbalance] != imbalance(ref.Counts) || (len(want) > 0 && m.Extra[pipeline.PartitionImbalance] < 1) {
 					t.Errorf("step %d: imbalance %g, counts %v", s, m.Extra[pipeline.PartitionImbalance], ref.Counts)
 				}

@@ -39,6 +39,10 @@ type Summary struct {
 	// ConfigChanges lists the resumptions under changed settings (--resume-changed): the
 	// steps before each ran with its Previous configuration, not with Config.
 	ConfigChanges []ConfigChange `json:"config_changes,omitempty"`
+	// Extra holds the means over steps of the figures particular to the pipeline
+	// (pipeline.StepMetrics.Extra), by name: ExDyna's partition imbalance and the bytes of
+	// its index messages in our encoding and in its authors'.
+	Extra map[string]float64 `json:"extra,omitempty"`
 	Error         string         `json:"error,omitempty"`
 }
 

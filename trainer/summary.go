@@ -31,6 +31,10 @@ type stepStats struct {
 	// report one.
 	ImbalanceSum  float64
 	ImbalanceSeen int
+	// ExtraSum and ExtraSeen average every pipeline-specific figure (StepMetrics.Extra)
+	// over the steps that report it.
+	ExtraSum  map[string]float64
+	ExtraSeen map[string]int
 }
 
 // DivergenceFactor bounds a training step's loss: a loss above this many times the first
@@ -79,6 +83,13 @@ func (s *stepStats) add(row Row, m pipeline.StepMetrics) {
 	if imbalance := m.Extra[pipeline.PartitionImbalance]; imbalance > 0 {
 		s.ImbalanceSeen++
 		s.ImbalanceSum += imbalance
+	}
+	for name, v := range m.Extra {
+		if s.ExtraSum == nil {
+			s.ExtraSum, s.ExtraSeen = map[string]float64{}, map[string]int{}
+		}
+		s.ExtraSum[name] += v
+		s.ExtraSeen[name]++
 	}
 	if m.HasDensity {
 		s.DensitySeen++
@@ -139,6 +150,12 @@ func (r *run) summarize(trainErr error) *Summary {
 	if st.ImbalanceSeen > 0 {
 		imbalance := st.ImbalanceSum / float64(st.ImbalanceSeen)
 		s.Sparsity.PartitionImbalance = &imbalance
+	}
+	for name, sum := range st.ExtraSum {
+		if s.Extra == nil {
+			s.Extra = map[string]float64{}
+		}
+		s.Extra[name] = sum / float64(st.ExtraSeen[name])
 	}
 	s.Consistency.ParamChecksum = fmt.Sprintf("%016x", checksum(r.params))
 	if r.checks.Checks > 0 {
