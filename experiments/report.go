@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/plots"
 	"github.com/ssfusion/ssfusion/trainer"
 )
@@ -105,6 +106,7 @@ func render(spec *Spec, results []result) string {
 		writeRegime(&b, results)
 		writeQualityTable(&b, "## Accuracy", spec, results)
 		writeSpeedTable(&b, "## Speed and traffic", results)
+		writeIndexEncoding(&b, results)
 		b.WriteString(plotsSection)
 		return b.String()
 	}
@@ -122,7 +124,30 @@ func render(spec *Spec, results []result) string {
 	b.WriteString("\n## Per seed\n\n")
 	writeQualityTable(&b, "### Accuracy, per seed", spec, results)
 	writeSpeedTable(&b, "### Speed and traffic, per seed", results)
+	writeIndexEncoding(&b, results)
 	return b.String()
+}
+
+// writeIndexEncoding counts ExDyna's index messages both ways, ours and its authors' code's,
+// for the cells that report them; nothing when none do.
+func writeIndexEncoding(b *strings.Builder, results []result) {
+	var rows []string
+	for _, r := range results {
+		if r.sum == nil {
+			continue
+		}
+		ours, theirs := r.sum.Extra[baselines.ExDynaIndexBytes], r.sum.Extra[baselines.ExDynaAuthorsIndexBytes]
+		if ours > 0 && theirs > 0 {
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %.2fx |", cellName(r), bytesText(&ours), bytesText(&theirs), theirs/ours))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("## ExDyna's index messages, two encodings\n\n")
+	b.WriteString("What one rank allgathers per step: ours (a header, the sample's histogram, and the selected indices as uint32) and what the authors' code would send (int64 indices, every rank's message padded to the step's largest count).\n\n")
+	b.WriteString("| cell | ours | authors' | authors' / ours |\n|---|---|---|---|\n")
+	b.WriteString(strings.Join(rows, "\n") + "\n\n")
 }
 
 func readResult(c Cell, target float64) (result, error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -37,7 +38,8 @@ func TestReport(t *testing.T) {
 	put(cells[1], trainer.Summary{Complete: false, Steps: 120, Workers: 2, Eval: trainer.Eval{Accuracy: f(0.5)},
 		Throughput: trainer.Throughput{SamplesPerS: 86},
 		Traffic:    trainer.Traffic{BytesSentPerStep: f(22366)},
-		Sparsity:   trainer.Sparsity{DensityAchieved: f(0.01), TensorsMissingPerStep: f(20.6), PartitionImbalance: f(1.234)}})
+		Sparsity:   trainer.Sparsity{DensityAchieved: f(0.01), TensorsMissingPerStep: f(20.6), PartitionImbalance: f(1.234)},
+		Extra:      map[string]float64{baselines.ExDynaIndexBytes: 1000, baselines.ExDynaAuthorsIndexBytes: 2500}})
 	// Evaluations: dense reaches the 90% target at 40 s, multi-tensor never does.
 	writeMetrics(t, cells[0].Config.Out, "eval,100,1,40,,,,,,,,,,,,,0.91,0.3,\neval,300,3,120,,,,,,,,,,,,,0.9888,0.04,\n")
 	writeMetrics(t, cells[1].Config.Out, "eval,100,1,20,,,,,,,,,,,,,0.6,1,\neval,120,1.2,25,,,,,,,,,,,,,0.5,1.2,\n")
@@ -67,6 +69,7 @@ func TestReport(t *testing.T) {
 		"| pipeline-multitensor (stopped at step 120) | 86.0 | 2.00x |", "22.4 KB | 0.0100 (partition imbalance 1.23) | 20.6 |",
 		"| pipeline-ssfusion | not run with these settings: its folder holds results of other ones (lr: 0.5 → 0.1) |",
 		"![test accuracy against wall-clock time](accuracy-time.png)",
+		"| pipeline-multitensor (stopped at step 120) | 1.0 KB | 2.5 KB | 2.50x |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
