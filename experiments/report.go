@@ -305,6 +305,7 @@ const plotsSection = `## Plots
 ![samples per second](throughput.png)
 ![time breakdown per step](breakdown.png)
 ![bytes and tensors missing per step](traffic.png)
+![density achieved per step](density.png)
 `
 
 // densityText is the achieved density, with ExDyna's partition imbalance when there is one.

@@ -75,7 +75,7 @@ func TestReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
-	for _, png := range []string{"accuracy-time.png", "throughput.png", "traffic.png"} {
+	for _, png := range []string{"accuracy-time.png", "throughput.png", "traffic.png", "density.png"} {
 		if _, err := os.Stat(filepath.Join(out, png)); err != nil {
 			t.Errorf("plot missing: %v", err)
 		}

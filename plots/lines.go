@@ -1,6 +1,8 @@
 package plots
 
 import (
+	"fmt"
+	"image/color"
 	"math"
 
 	"gonum.org/v1/plot"
@@ -100,6 +102,56 @@ func qualityPainter(runs []run, axis timeAxis) painter {
 		}
 		return drawLines(dc, p, all, true)
 	}
+}
+
+// densityPainter draws the density each sparsifying cell achieved, step by step, against
+// the target: whether a threshold selector (ExDyna's) holds the density it is asked for from
+// the first step, or drifts toward it. The y axis is logarithmic when the densities span a
+// decade, as a threshold far from the gradients' scale makes them.
+func densityPainter(runs []run) painter {
+	return func(dc draw.Canvas) error {
+		var all []series
+		target := math.NaN()
+		for i := range runs {
+			if t := runs[i].summary.Sparsity.DensityTarget; t != nil {
+				target = *t
+			}
+			if s := curveOf(&runs[i], densityPoints); len(s.xys) > 0 {
+				all = append(all, s)
+			}
+		}
+		p := newPlot("Density achieved per step", "step", "elements sent / elements")
+		if spansDecades(all) {
+			p.Y.Scale = plot.LogScale{}
+			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+			p.Y.Label.Text += " (log scale)"
+		}
+		if finite(target) && len(all) > 0 {
+			line, err := plotter.NewLine(plotter.XYs{{X: all[0].xys[0].X, Y: target}, {X: all[0].xys[len(all[0].xys)-1].X, Y: target}})
+			if err != nil {
+				return err
+			}
+			line.Color, line.Width, line.Dashes = targetColor, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
+			p.Add(line)
+			p.Title.Text += fmt.Sprintf(" (dashed: the target, %g)", target)
+		}
+		return drawLines(dc, p, all, false)
+	}
+}
+
+// targetColor draws a target line: a bluish grey that neither text (pure greys) nor the
+// pipelines' colours blended with white make.
+var targetColor = color.RGBA{R: 90, G: 90, B: 110, A: 255}
+
+// densityPoints returns the (step, density) points of the training rows that carry one.
+func densityPoints(metrics []Metric) []stepPoint {
+	var points []stepPoint
+	for _, m := range metrics {
+		if m.Kind == kindTrain && finite(m.Density) && m.Density > 0 {
+			points = append(points, stepPoint{step: m.Step, xy: plotter.XY{X: float64(m.Step), Y: m.Density}})
+		}
+	}
+	return points
 }
 
 // evalPoints returns the (time, quality) points of the evaluation rows, leaving out values

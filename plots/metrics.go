@@ -22,6 +22,7 @@ type Metric struct {
 	EvalAccuracy   float64 // fraction of the test split classified right, in [0, 1]
 	EvalLoss       float64
 	EvalPerplexity float64 // language models only
+	Density        float64 // elements sent over elements in all tensors, sparsifying pipelines only
 }
 
 // Kinds of metrics.csv rows.
@@ -34,7 +35,7 @@ const (
 // when the file lacks it. Columns are found by header name so that the trainer may add or
 // reorder columns without breaking the plots.
 type metricColumns struct {
-	kind, step, epoch, wallS, loss, evalAccuracy, evalLoss, evalPerplexity int
+	kind, step, epoch, wallS, loss, evalAccuracy, evalLoss, evalPerplexity, density int
 }
 
 // ReadMetrics reads the metrics.csv at path. The columns kind and step are required, every
@@ -103,7 +104,7 @@ func locateColumns(header []string) (metricColumns, error) {
 	cols := metricColumns{
 		kind: find("kind"), step: find("step"), epoch: find("epoch"), wallS: find("wall_s"),
 		loss: find("loss"), evalAccuracy: find("eval_accuracy"), evalLoss: find("eval_loss"),
-		evalPerplexity: find("eval_perplexity"),
+		evalPerplexity: find("eval_perplexity"), density: find("density_achieved"),
 	}
 	if cols.kind < 0 || cols.step < 0 {
 		return metricColumns{}, fmt.Errorf("line 1: header %q lacks the column kind or step", header)
@@ -136,7 +137,7 @@ func (cols metricColumns) parse(record, header []string) (Metric, error) {
 	}{
 		{cols.epoch, &m.Epoch}, {cols.wallS, &m.WallS}, {cols.loss, &m.Loss},
 		{cols.evalAccuracy, &m.EvalAccuracy}, {cols.evalLoss, &m.EvalLoss},
-		{cols.evalPerplexity, &m.EvalPerplexity},
+		{cols.evalPerplexity, &m.EvalPerplexity}, {cols.density, &m.Density},
 	}
 	for _, f := range fields {
 		*f.dst = math.NaN()

@@ -46,6 +46,7 @@ const (
 	throughputFile    = "throughput.png"
 	breakdownFile     = "breakdown.png"
 	trafficFile       = "traffic.png"
+	densityFile       = "density.png"
 )
 
 // Draw draws the experiment's PNG plots into outDir from the cells' files and returns the
@@ -73,6 +74,7 @@ func Draw(outDir string, cells []Cell) ([]string, error) {
 		{throughputFile, throughputPainter(runs)},
 		{breakdownFile, breakdownPainter(runs)},
 		{trafficFile, trafficPainter(runs)},
+		{densityFile, densityPainter(runs)},
 	}
 	var written []string
 	for _, f := range figures {

@@ -127,6 +127,9 @@ type fixture struct {
 	lag        float64  // how much worse than the best run it learns, 0 to 0.2
 }
 
+// fixtureDensity is the density the fixtures aim at.
+var fixtureDensity = 0.01
+
 // writeCell writes a plausible summary.json and metrics.csv for f into f.cell.Dir.
 func writeCell(t *testing.T, f fixture) {
 	t.Helper()
@@ -137,7 +140,7 @@ func writeCell(t *testing.T, f fixture) {
 		InitialLoss: &initial, FinalLoss: &final,
 		Throughput: trainer.Throughput{SamplesPerS: f.samplesPS, StepMS: stepMS(32000 / f.samplesPS)},
 		Traffic:    trainer.Traffic{BytesSentPerStep: &f.bytes},
-		Sparsity:   trainer.Sparsity{Tensors: 8, TensorsMissingPerStep: f.missing},
+		Sparsity:   trainer.Sparsity{Tensors: 8, TensorsMissingPerStep: f.missing, DensityTarget: &fixtureDensity},
 		Complete:   true,
 	}
 	js, err := json.Marshal(s)
@@ -151,8 +154,11 @@ func writeCell(t *testing.T, f fixture) {
 	stepS := 32 / f.samplesPS
 	for step := range 100 {
 		loss := 2.3*math.Exp(-float64(step)/30)*(1+f.lag) + 0.1*math.Sin(float64(step))
-		fmt.Fprintf(&b, "train,%d,%g,%g,0.1,%g,1,32,10,6,1,2,1,%g,,,,,\n",
-			step, float64(step+1)/50, float64(step+1)*stepS, loss, f.bytes)
+		// Every fixture reports a density, dense included, so that each plot shows
+		// both pipelines' colours; it starts high and settles on the target.
+		density := fixtureDensity * (1 + 3*math.Exp(-float64(step)/10)) * (1 + f.lag)
+		fmt.Fprintf(&b, "train,%d,%g,%g,0.1,%g,1,32,10,6,1,2,1,%g,%g,,,,\n",
+			step, float64(step+1)/50, float64(step+1)*stepS, loss, f.bytes, density)
 		if (step+1)%20 == 0 {
 			acc := 0.5 + (0.4-f.lag)*float64(step+1)/100
 			ppl := ""
@@ -196,7 +202,7 @@ func fixtureCells(t *testing.T, perplexity bool) []Cell {
 	return append(cells, notRun)
 }
 
-var wantFiles = []string{accuracyEpochFile, accuracyTimeFile, lossFile, throughputFile, breakdownFile, trafficFile}
+var wantFiles = []string{accuracyEpochFile, accuracyTimeFile, lossFile, throughputFile, breakdownFile, trafficFile, densityFile}
 
 func TestDraw(t *testing.T) {
 	for _, perplexity := range []bool{false, true} {
@@ -440,6 +446,31 @@ func TestFormatValue(t *testing.T) {
 	for _, tt := range tests {
 		if got := formatValue(tt.v); got != tt.want {
 			t.Errorf("formatValue(%g) = %q, want %q", tt.v, got, tt.want)
+		}
+	}
+}
+
+// TestDensityPlotShowsTarget: the density plot draws the target as a grey line beside the
+// cells' densities, and none when the summaries name no target.
+func TestDensityPlotShowsTarget(t *testing.T) {
+	for _, target := range []bool{true, false} {
+		out := filepath.Join(t.TempDir(), "plots")
+		cells := fixtureCells(t, false)
+		if !target {
+			for _, c := range cells {
+				path := filepath.Join(c.Dir, "summary.json")
+				raw, err := os.ReadFile(path)
+				if err != nil {
+					continue // the cell that has not run
+				}
+				writeFile(t, path, strings.Replace(string(raw), `"density_target":0.01`, `"density_target":null`, 1))
+			}
+		}
+		if _, err := Draw(out, cells); err != nil {
+			t.Fatal(err)
+		}
+		if got := hasColor(openFigure(t, filepath.Join(out, densityFile)), targetColor); got != target {
+			t.Errorf("target named %v: the target's grey line drawn %v", target, got)
 		}
 	}
 }
