@@ -35,7 +35,7 @@ func TestShippedExperiments(t *testing.T) {
 			if _, ok := pipelines[c.Config.Pipeline]; !ok {
 				t.Errorf("%s, cell %s: unknown pipeline %q", f, c.Name, c.Config.Pipeline)
 			}
-			if err := checkPipelineConfig(&c.Config); err != nil {
+			if err := checkPipeline(c.Config); err != nil {
 				t.Errorf("%s, cell %s: %v", f, c.Name, err)
 			}
 		}
@@ -131,20 +131,26 @@ matrix:
 }
 
 // A cell whose pipeline refuses its settings stops the experiment before any cell trains,
-// naming the cell and the way to leave it out.
+// naming the cell, the reason and the way to leave it out.
 func TestPreflightRefusesWhatAPipelineRefuses(t *testing.T) {
-	spec, err := experiments.Parse([]byte("base: {model: mlp, dataset: synthetic}\nmatrix: {pipeline: [pertensor, dense], momentum-correction: [true]}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cells, err := spec.Expand(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = preflight("dgc.yaml", cells)
-	for _, want := range []string{"pipeline-dense_momentum-correction-true", "momentum-correction applies to sparsifying pipelines only", "exclude"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("error %v, want it to mention %q", err, want)
+	for _, tc := range []struct{ matrix, cell, reason string }{
+		{"{pipeline: [pertensor, dense], momentum-correction: [true]}", "pipeline-dense_momentum-correction-true", "momentum-correction applies to sparsifying pipelines only"},
+		{"{pipeline: [pertensor, dense], error-feedback: [false]}", "pipeline-dense_error-feedback-false", "error-feedback=false applies to sparsifying pipelines only"},
+		{"{pipeline: [pertensor, ssfusion], select-rule: [cost]}", "pipeline-ssfusion_select-rule-cost", "network"},
+	} {
+		spec, err := experiments.Parse([]byte("base: {model: mlp, dataset: synthetic}\nmatrix: " + tc.matrix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells, err := spec.Expand(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = preflight("refused.yaml", cells)
+		for _, want := range []string{tc.cell, tc.reason, "exclude"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %v, want it to mention %q", tc.matrix, err, want)
+			}
 		}
 	}
 }

@@ -23,8 +23,8 @@ type newPipeline func(cfg *trainer.Config, net *netmodel.Network, comm dist.Comm
 // knows only the pipeline.Pipeline interface.
 var pipelines = map[string]newPipeline{
 	"dense": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		if err := checkPipelineConfig(cfg); err != nil {
-			return nil, err
+		if cfg.MomentumCorrection {
+			return nil, errors.New("momentum-correction applies to sparsifying pipelines only; dense keeps momentum in the optimizer")
 		}
 		if !cfg.ErrorFeedback {
 			return nil, fmt.Errorf("error-feedback=false applies to sparsifying pipelines only; dense sends every element and has nothing to keep or drop")
@@ -60,15 +60,6 @@ var pipelines = map[string]newPipeline{
 	"ssfusion-naive": ssfusionVariant(false, false),
 	"ssfusion-o":     ssfusionVariant(true, false),
 	"ssfusion-i":     ssfusionVariant(false, true),
-}
-
-// checkPipelineConfig reports settings that the pipeline cfg names refuses, which run
-// checks for every cell before the first one trains.
-func checkPipelineConfig(cfg *trainer.Config) error {
-	if cfg.Pipeline == "dense" && cfg.MomentumCorrection {
-		return errors.New("momentum-correction applies to sparsifying pipelines only; dense keeps momentum in the optimizer")
-	}
-	return nil
 }
 
 func ssfusionVariant(offload, interleave bool) newPipeline {
@@ -128,7 +119,7 @@ func planningNetwork(cfg *trainer.Config) (*netmodel.Network, error) {
 // checkPipeline builds the pipeline cfg names on a one-rank communicator and a toy tensor,
 // and closes it, so that a setting the pipeline refuses (dense with error-feedback off,
 // SSFusion's cost rule without a network) is found before any worker starts rather than
-// in each of them once all have.
+// in each of them once all have, and run finds it for every cell before the first trains.
 func checkPipeline(cfg trainer.Config) error {
 	build, ok := pipelines[cfg.Pipeline]
 	if !ok {

@@ -93,7 +93,7 @@ func preflight(path string, cells []experiments.Cell) error {
 		if _, ok := pipelines[c.Config.Pipeline]; !ok {
 			return fmt.Errorf("experiment %s, cell %s: unknown pipeline %q", path, c.Name, c.Config.Pipeline)
 		}
-		if err := checkPipelineConfig(&c.Config); err != nil {
+		if err := checkPipeline(c.Config); err != nil {
 			return fmt.Errorf("experiment %s, cell %s: %w (exclude: leaves such a combination out)", path, c.Name, err)
 		}
 		key := [2]string{c.Config.Dataset, c.Config.DataDir}

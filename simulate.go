@@ -85,7 +85,8 @@ Unless --validate=false, the simulator first checks itself against runs measured
 machine (experiments/validation.yaml: every pipeline at 2 and 4 workers over emulated links,
 trained once and kept in --out/validation), and the report opens with the table of predicted
 against measured step times. The validation runs select on this machine's CPU, so they are
-predicted with the CPU model whatever --selection the sweep uses.`,
+predicted with the CPU model as fitted here, whatever --selection and --selection-speed the
+sweep uses.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
 	}
@@ -184,13 +185,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	report := &sim.Report{Setting: simSetting(f, nets)}
 	if f.validate {
 		// The validation predicts runs measured here, whose selections ran on this
-		// machine's CPU, so it checks the simulator's machinery with the CPU model
-		// whichever model the sweep uses.
-		checked := selection
-		if f.selection != "cpu" {
-			checked = sim.DefaultSelectionModel()
-		}
-		v, err := validateSimulator(cmd, f, checked)
+		// machine's CPU, so it checks the simulator's machinery with the CPU model as
+		// fitted here, whichever model (and speed) the sweep uses.
+		v, err := validateSimulator(cmd, f, sim.DefaultSelectionModel())
 		if err != nil {
 			return err
 		}

@@ -491,9 +491,13 @@ func (x *ExDyna) appendSelection(dst []byte, step uint64, part, k int) ([]byte, 
 	var h compress.Histogram
 	if !x.paper {
 		share := int(math.Round(x.shares[part] * float64(k)))
-		tau, sampled = x.kth.Estimate(x.flat[lo:hi], share)
-		tau = max(tau, math.SmallestNonzeroFloat32)
-		if share == 0 {
+		if share > 0 {
+			tau, sampled = x.kth.Estimate(x.flat[lo:hi], share)
+			tau = max(tau, math.SmallestNonzeroFloat32)
+		} else {
+			// Nothing to select, but the histogram must still show what the partition
+			// holds, in case it grows: sample it as if it had its fair share.
+			_, sampled = x.kth.Estimate(x.flat[lo:hi], max(1, k*(hi-lo)/x.numel()))
 			tau = float32(math.Inf(1))
 		}
 		h = x.kth.Histogram(x.flat[lo:hi], x.hists[part].Counts)
@@ -559,7 +563,8 @@ func (x *ExDyna) formUnion(msgs [][]byte, step int) error {
 
 // readHistogram checks the histogram in rank r's message for partition j, whose length
 // formUnion has checked, and keeps it: none under the paper's threshold, otherwise bins
-// within range with a finite, non-negative weight.
+// within range with a weight (elements per sampled element) between 1 and the partition's
+// length, or none at all for an empty partition.
 func (x *ExDyna) readHistogram(r, j int, msg []byte) error {
 	bins := int(binary.LittleEndian.Uint32(msg[16:]))
 	first := int(binary.LittleEndian.Uint32(msg[20:]))
@@ -569,8 +574,10 @@ func (x *ExDyna) readHistogram(r, j int, msg []byte) error {
 		return fmt.Errorf("exdyna: rank %d sent a histogram of %d bins, this rank runs the paper's threshold, which sends none", r, bins)
 	case first+bins > compress.HistogramBins:
 		return fmt.Errorf("exdyna: rank %d sent histogram bins %d to %d, there are %d", r, first, first+bins, compress.HistogramBins)
-	case !(weight >= 0) || math.IsInf(weight, 0):
-		return fmt.Errorf("exdyna: rank %d sent a histogram of weight %g, want a finite non-negative number", r, weight)
+	case bins == 0 && weight != 0:
+		return fmt.Errorf("exdyna: rank %d sent an empty histogram of weight %g", r, weight)
+	case bins > 0 && !(weight >= 1 && weight <= float64(x.partLen(j))):
+		return fmt.Errorf("exdyna: rank %d sent a histogram of weight %g for partition %d of %d elements, want a weight in [1, %d]", r, weight, j, x.partLen(j), x.partLen(j))
 	}
 	h := &x.hists[j]
 	h.First, h.Weight, h.Counts = first, weight, h.Counts[:0]
@@ -603,6 +610,12 @@ func (x *ExDyna) localIndices(id, lo, hi int) []int32 {
 		x.local = append(x.local, i-off)
 	}
 	return x.local
+}
+
+// partLen is the number of elements in partition j.
+func (x *ExDyna) partLen(j int) int {
+	lo, hi := x.topo.span(j)
+	return hi - lo
 }
 
 // adapt sets tau (and the shares) and moves partition boundaries after a step that
@@ -709,11 +722,13 @@ func (x *ExDyna) extraState() []byte {
 func (x *ExDyna) restoreExtra(b []byte) error {
 	const head = 4 + 8 + 4 + 4 + 8
 	p := len(x.counts)
+	if len(b) >= 4 {
+		if v := binary.LittleEndian.Uint32(b); v != exStateVersion {
+			return fmt.Errorf("exdyna: saved state has version %d, this build reads %d", v, exStateVersion)
+		}
+	}
 	if want := head + 4*(p+1) + 8*p; len(b) != want {
 		return fmt.Errorf("exdyna: saved threshold and partitions take %d bytes, %d ranks need %d (state of another pipeline or world size?)", len(b), p, want)
-	}
-	if v := binary.LittleEndian.Uint32(b); v != exStateVersion {
-		return fmt.Errorf("exdyna: saved state has version %d, this build reads %d", v, exStateVersion)
 	}
 	if n := binary.LittleEndian.Uint64(b[4:]); n != uint64(x.numel()) {
 		return fmt.Errorf("exdyna: saved state is for %d gradient elements, the model has %d", n, x.numel())

@@ -238,12 +238,21 @@ func TestExDynaSelection(t *testing.T) {
 				r := (j - s%world + world) % world
 				tau := float32(ref.Tau)
 				if ref.Shares != nil {
-					var kth compress.KthEstimator
+					// Measured: the partition's worker selected at its own estimate of
+					// its share. Whatever that estimate, the selection is a threshold's:
+					// every selected magnitude reaches every one left out; and it holds
+					// about the share.
 					lo, hi := blocks.start(ref.Bounds[j]), blocks.start(ref.Bounds[j+1])
-					share := int(math.Round(ref.Shares[j] * float64(compress.KFor(n, cfg.DensityAt(s)))))
-					tau, _ = kth.Estimate(acc[r][lo:hi], share)
-					tau = max(tau, math.SmallestNonzeroFloat32)
-					if share == 0 {
+					in, out := selectedSplit(acc[r][lo:hi], lo, rec.steps[0][s].Union)
+					if in > 0 && out > in {
+						t.Fatalf("step %d, partition %d: a magnitude %g left out above one selected, %g", s, j, out, in)
+					}
+					share := ref.Shares[j] * float64(compress.KFor(n, cfg.DensityAt(s)))
+					if c := float64(ref.Counts[j]); share >= 20 && (c < 0.7*share || c > 1.4*share) {
+						t.Errorf("step %d, partition %d: %g selected for a share of %.1f", s, j, c, share)
+					}
+					tau = in // the smallest selected magnitude: exactly those reach it
+					if in == 0 {
 						tau = float32(math.Inf(1))
 					}
 				}
@@ -310,6 +319,23 @@ func TestExDynaSelection(t *testing.T) {
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// selectedSplit returns the smallest magnitude in part selected by union (which holds
+// indices into the whole, part starting at base), 0 when none is, and the largest left out.
+func selectedSplit(part []float32, base int, union []int32) (in, out float32) {
+	in = float32(math.Inf(1))
+	for i, v := range part {
+		if _, found := slices.BinarySearch(union, int32(base+i)); found {
+			in = min(in, abs32(v))
+		} else {
+			out = max(out, abs32(v))
+		}
+	}
+	if math.IsInf(float64(in), 1) {
+		in = 0
+	}
+	return in, out
+}
 
 // TestExDynaConvergesToDensity: the measured threshold holds the density within 20% of
 // the target in every step from the fifth and within 10% on average, at 2 and 4 workers,
@@ -386,9 +412,6 @@ func TestExDynaMovesBoundaries(t *testing.T) {
 		t.Errorf("imbalance %g at the start, %g at the end", early, late)
 	}
 	t.Logf("bounds %v -> %v, imbalance %.3f -> %.3f", first, last, early, late)
-	for s, st := range rec.steps[0] {
-		t.Logf("%d %v %v %v %g", s, st.Shares, st.Counts, st.Bounds, st.Tau)
-	}
 }
 
 // TestExDynaAtDensityOneIsDense: sending everything gives the dense average.
@@ -631,6 +654,9 @@ func TestExDynaRefusesBadMessages(t *testing.T) {
 	put32 := func(at int, v uint32) func([]byte) []byte {
 		return func(b []byte) []byte { binary.LittleEndian.PutUint32(b[at:], v); return b }
 	}
+	putWeight := func(w float64) func([]byte) []byte {
+		return func(b []byte) []byte { binary.LittleEndian.PutUint64(b[24:], math.Float64bits(w)); return b }
+	}
 	for _, tc := range []struct {
 		name  string
 		x     *ExDyna
@@ -642,11 +668,10 @@ func TestExDynaRefusesBadMessages(t *testing.T) {
 		{"wrong step", x, good, put32(0, 7), "step 7"},
 		{"wrong partition", x, good, put32(8, 1), "partition 1"},
 		{"count too large", x, good, put32(12, 1<<20), "indices in"},
-		{"bins beyond the histogram", x, good, put32(20, compress.HistogramBins-1), "histogram bins"},
-		{"NaN weight", x, good, func(b []byte) []byte {
-			binary.LittleEndian.PutUint64(b[24:], math.Float64bits(math.NaN()))
-			return b
-		}, "weight NaN"},
+		{"bins beyond the histogram", x, good, put32(20, compress.HistogramBins), "histogram bins"},
+		{"NaN weight", x, good, putWeight(math.NaN()), "weight NaN"},
+		{"huge weight", x, good, putWeight(1e308), "weight 1e+308"},
+		{"weight below one", x, good, putWeight(0.5), "weight 0.5"},
 		{"index outside the partition", x, good, func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b[len(b)-4:], 1<<30)
 			return b

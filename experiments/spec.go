@@ -414,8 +414,9 @@ func parseBundle(axis string, n *yaml.Node) (Bundle, error) {
 	if name.Kind != yaml.ScalarNode || name.ShortTag() != "!!str" || name.Value == "" {
 		return Bundle{}, fmt.Errorf("line %d: axis %q: a bundle's name must be a non-empty string, got %q", name.Line, axis, name.Value)
 	}
-	if _, err := folderValue(axis, name.Value); err != nil {
-		return Bundle{}, fmt.Errorf("line %d: %w", name.Line, err)
+	// The name goes into folder names as it is, so it must be plain already.
+	if err := checkName(name.Value); err != nil {
+		return Bundle{}, fmt.Errorf("line %d: axis %q: bundle name %w", name.Line, axis, err)
 	}
 	var keys map[string]any
 	if err := n.Decode(&keys); err != nil {

@@ -1,9 +1,10 @@
 package plots
 
 import (
-	"fmt"
 	"image/color"
+	"maps"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -105,20 +106,25 @@ func qualityPainter(runs []run, axis timeAxis) painter {
 }
 
 // densityPainter draws the density each sparsifying cell achieved, step by step, against
-// the target: whether a threshold selector (ExDyna's) holds the density it is asked for from
-// the first step, or drifts toward it. The y axis is logarithmic when the densities span a
-// decade, as a threshold far from the gradients' scale makes them.
+// its target (a dashed line for each target the cells have): whether a threshold selector
+// (ExDyna's) holds the density it is asked for from the first step, or drifts toward it. The
+// y axis is logarithmic when the densities span a decade, as a threshold far from the
+// gradients' scale makes them.
 func densityPainter(runs []run) painter {
 	return func(dc draw.Canvas) error {
 		var all []series
-		target := math.NaN()
+		targets := map[float64]bool{}
+		first, last := math.Inf(1), math.Inf(-1)
 		for i := range runs {
+			s := curveOf(&runs[i], densityPoints)
+			if len(s.xys) == 0 {
+				continue
+			}
+			all = append(all, s)
 			if t := runs[i].summary.Sparsity.DensityTarget; t != nil {
-				target = *t
+				targets[*t] = true
 			}
-			if s := curveOf(&runs[i], densityPoints); len(s.xys) > 0 {
-				all = append(all, s)
-			}
+			first, last = math.Min(first, s.xys[0].X), math.Max(last, s.xys[len(s.xys)-1].X)
 		}
 		p := newPlot("Density achieved per step", "step", "elements sent / elements")
 		if spansDecades(all) {
@@ -126,14 +132,16 @@ func densityPainter(runs []run) painter {
 			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 			p.Y.Label.Text += " (log scale)"
 		}
-		if finite(target) && len(all) > 0 {
-			line, err := plotter.NewLine(plotter.XYs{{X: all[0].xys[0].X, Y: target}, {X: all[0].xys[len(all[0].xys)-1].X, Y: target}})
+		for _, t := range slices.Sorted(maps.Keys(targets)) {
+			line, err := plotter.NewLine(plotter.XYs{{X: first, Y: t}, {X: last, Y: t}})
 			if err != nil {
 				return err
 			}
 			line.Color, line.Width, line.Dashes = targetColor, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
 			p.Add(line)
-			p.Title.Text += fmt.Sprintf(" (dashed: the target, %g)", target)
+		}
+		if len(targets) > 0 {
+			p.Title.Text += " (dashed: the target)"
 		}
 		return drawLines(dc, p, all, false)
 	}

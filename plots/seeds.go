@@ -80,6 +80,7 @@ func meanSummary(runs []run) trainer.Summary {
 	}
 	s.Traffic.BytesSentPerStep = meanOf(runs, func(s trainer.Summary) *float64 { return s.Traffic.BytesSentPerStep })
 	s.Sparsity.TensorsMissingPerStep = meanOf(runs, func(s trainer.Summary) *float64 { return s.Sparsity.TensorsMissingPerStep })
+	s.Sparsity.DensityTarget = runs[0].summary.Sparsity.DensityTarget // the seeds share their settings
 	return s
 }
 

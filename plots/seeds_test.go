@@ -145,3 +145,16 @@ func countNear(img image.Image, want color.RGBA, tolerance int) int {
 	}
 	return n
 }
+
+// TestDensityTargetOfGroups: cells that are all in seed groups still show their target.
+func TestDensityTargetOfGroups(t *testing.T) {
+	cells := seededCells(t)
+	cells = cells[:len(cells)-1] // leave out the lone cell: every run is a group
+	out := filepath.Join(t.TempDir(), "plots")
+	if _, err := Draw(out, cells); err != nil {
+		t.Fatal(err)
+	}
+	if !hasColor(openFigure(t, filepath.Join(out, densityFile)), targetColor) {
+		t.Errorf("%s of seed groups lacks the target's line", densityFile)
+	}
+}

@@ -43,7 +43,7 @@ type Summary struct {
 	// (pipeline.StepMetrics.Extra), by name: ExDyna's partition imbalance and the bytes of
 	// its index messages in our encoding and in its authors'.
 	Extra map[string]float64 `json:"extra,omitempty"`
-	Error         string         `json:"error,omitempty"`
+	Error string             `json:"error,omitempty"`
 }
 
 // Eval is the last evaluation on the test split.
