@@ -13,25 +13,28 @@ import (
 )
 
 // ExDyna is the ExDyna pipeline (Kim et al., CCGrid 2024, arXiv 2402.13781): gradient
-// sparsification over the whole flattened gradient with exclusive, rotating partitions, a
-// threshold scaled online towards the target density, and partition boundaries that move to
-// balance the workers' loads.
+// sparsification over the whole flattened gradient with exclusive, rotating partitions, one
+// threshold for all of them that follows the target density, and partition boundaries that
+// move to balance the workers' loads.
 //
 // The gradient of all tensors, laid end to end in tensor-id order (the parameter order every
 // rank shares, independent of the backprop order), is accumulated with error feedback (and
 // DGC's momentum correction when cfg.Momentum > 0; without error feedback, when
-// cfg.NoErrorFeedback, each step starts from its own gradient) as each tensor is pushed. It is cut into
-// up to exdynaBlocks blocks, and contiguous runs of blocks form one partition per worker.
-// When backward has ended (in Wait), worker r selects in step s the elements of partition
-// (s+r) mod P whose accumulated magnitude reaches the threshold tau (compress.AppendAtLeast),
-// so the workers' selections never overlap and their union has no duplicates. One allgather
+// cfg.NoErrorFeedback, each step starts from its own gradient) as each tensor is pushed. It
+// is cut into up to exdynaBlocks blocks, and contiguous runs of blocks form one partition
+// per worker. When backward has ended (in Wait), worker r selects in step s the elements of
+// partition (s+r) mod P whose accumulated magnitude reaches a threshold
+// (compress.AppendAtLeast): the common tau under the paper's rule, or by default its
+// estimate of its partition's share of the common threshold (see below). So the workers'
+// selections never overlap and their union has no duplicates. One allgather
 // per step exchanges the selected indices; every worker then allreduces its own accumulated
 // values at the union of indices, and the average lands in the tensors' Grad (zero
 // elsewhere). Every worker clears its memory at every index of the union, since every
 // worker sent its value there.
 //
-// After each step all ranks update tau and the partition boundaries from the allgathered
-// counts alone, so they agree bit for bit; both are part of the checkpointed state. The
+// After each step all ranks update tau, the partitions' shares and the partition boundaries
+// from the allgathered counts and histograms alone, so they agree bit for bit; all three
+// are part of the checkpointed state. The
 // boundaries move toward equal counts, the step's mean per partition, as the authors' code
 // has it.
 //
@@ -358,7 +361,7 @@ type exStep struct {
 	Union  []int32   // selected indices into the flattened gradient, ascending
 	Counts []int     // selected per partition
 	Bounds []int     // partition boundaries the step selected in
-	Tau    float64   // threshold the step selected with (paper), or the one it found (measured)
+	Tau    float64   // threshold the step selected with (paper), or the one the step before found (measured)
 	Shares []float64 // by partition: its share of k the step selected with (measured)
 }
 

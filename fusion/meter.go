@@ -58,8 +58,9 @@ func (m *Meter) Selected(d time.Duration, elements, missing int) {
 	m.missing.Add(int64(missing))
 }
 
-// SetExtra records a figure particular to the pipeline for this step, under the name of
-// its metrics.csv column (see pipeline.StepMetrics.Extra).
+// SetExtra records a figure particular to the pipeline for this step, under its name in
+// pipeline.StepMetrics.Extra: summary.json averages every such figure, and metrics.csv has
+// a column for those the trainer knows.
 func (m *Meter) SetExtra(name string, v float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
