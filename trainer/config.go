@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
+	"github.com/ssfusion/ssfusion/ssfusion"
 )
 
 // Config is one training run. Its mapstructure keys are the command-line flag names, the keys
@@ -262,10 +263,8 @@ func (c *Config) Validate() error {
 	if c.MomentumCorrection && !c.ErrorFeedback {
 		bad("momentum-correction keeps its momentum in the error-feedback memory: it needs error-feedback on")
 	}
-	switch c.SelectRule {
-	case "size", "rank", "cost":
-	default:
-		bad("select-rule must be size, rank or cost, got %q", c.SelectRule)
+	if _, err := ssfusion.ParseRule(c.SelectRule); err != nil {
+		bad("select-rule: %v", err)
 	}
 	if c.FusionMB <= 0 {
 		bad("fusion-mb must be positive, got %g", c.FusionMB)

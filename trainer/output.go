@@ -40,8 +40,8 @@ type Summary struct {
 	// steps before each ran with its Previous configuration, not with Config.
 	ConfigChanges []ConfigChange `json:"config_changes,omitempty"`
 	// Extra holds the means over steps of the figures particular to the pipeline
-	// (pipeline.StepMetrics.Extra), by name: ExDyna's partition imbalance and the bytes of
-	// its index messages in our encoding and in its authors'.
+	// (pipeline.StepMetrics.Extra), by name, such as the bytes of ExDyna's index messages
+	// in our encoding and in its authors'; the partition imbalance is under sparsity.
 	Extra map[string]float64 `json:"extra,omitempty"`
 	Error string             `json:"error,omitempty"`
 }

@@ -85,6 +85,9 @@ func (s *stepStats) add(row Row, m pipeline.StepMetrics) {
 		s.ImbalanceSum += imbalance
 	}
 	for name, v := range m.Extra {
+		if name == pipeline.PartitionImbalance {
+			continue // averaged above, over the steps that had one, into sparsity
+		}
 		if s.ExtraSum == nil {
 			s.ExtraSum, s.ExtraSeen = map[string]float64{}, map[string]int{}
 		}
