@@ -145,17 +145,7 @@ const seedNote = `Each row is a group of cells that differ in their seed alone: 
 // writeGroupQualityTable writes the accuracy table with a row per seed group.
 func writeGroupQualityTable(b *strings.Builder, spec *Spec, groups []*group) {
 	lm := groups[0].all[0].cell.Config.IsLanguageModel()
-	what, reach := "test accuracy", fmt.Sprintf("time to %.2f%%", 100*spec.Target)
-	if lm {
-		what, reach = "test perplexity", fmt.Sprintf("time to perplexity %.1f", spec.Target)
-	}
-	header := fmt.Sprintf("| group | seeds | steps | final %s | best %s | final loss |", what, what)
-	rule := "|---|---|---|---|---|---|"
-	if spec.Target > 0 {
-		header += " " + reach + " |"
-		rule += "---|"
-	}
-	b.WriteString("## Accuracy\n\n" + header + "\n" + rule + "\n")
+	b.WriteString("## Accuracy\n\n" + qualityHeader(spec, lm, "| group | seeds |"))
 	// Accuracy and its spread in percent ("92.00 ± 2.00%"), perplexity as it is.
 	qualityMean := func(v float64) string { return fmt.Sprintf("%.2f", 100*v) }
 	qualityStd, qualityUnit := qualityMean, "%"

@@ -227,17 +227,8 @@ func writeRegime(b *strings.Builder, results []result) {
 
 func writeQualityTable(b *strings.Builder, heading string, spec *Spec, results []result) {
 	lm := len(results) > 0 && results[0].cell.Config.IsLanguageModel()
-	what, reach := "test accuracy", fmt.Sprintf("time to %.2f%%", 100*spec.Target)
-	if lm {
-		what, reach = "test perplexity", fmt.Sprintf("time to perplexity %.1f", spec.Target)
-	}
-	header := fmt.Sprintf("| cell | steps | final %s | best %s | final loss |", what, what)
-	rule := "|---|---|---|---|---|"
-	if spec.Target > 0 {
-		header += " " + reach + " |"
-		rule += "---|"
-	}
-	b.WriteString(heading + "\n\n" + header + "\n" + rule + "\n")
+	b.WriteString(heading + "\n\n" + qualityHeader(spec, lm, "| cell |"))
+
 	for _, r := range results {
 		if r.sum == nil {
 			fmt.Fprintf(b, "| %s | %s |\n", r.cell.Name, notRun(r))
@@ -258,6 +249,22 @@ func writeQualityTable(b *strings.Builder, heading string, spec *Spec, results [
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+}
+
+// qualityHeader is the header and rule of an accuracy table whose rows start with the
+// columns of first, for a language model (perplexity) or a classifier (accuracy).
+func qualityHeader(spec *Spec, lm bool, first string) string {
+	what, reach := "test accuracy", fmt.Sprintf("time to %.2f%%", 100*spec.Target)
+	if lm {
+		what, reach = "test perplexity", fmt.Sprintf("time to perplexity %.1f", spec.Target)
+	}
+	header := fmt.Sprintf("%s steps | final %s | best %s | final loss |", first, what, what)
+	rule := strings.Repeat("|---", strings.Count(first, "|")-1+4) + "|"
+	if spec.Target > 0 {
+		header += " " + reach + " |"
+		rule += "---|"
+	}
+	return header + "\n" + rule + "\n"
 }
 
 func writeSpeedTable(b *strings.Builder, heading string, results []result) {
