@@ -414,8 +414,8 @@ func imbalance(counts []int) float64 {
 //	u64 step, u32 partition, u32 count, u32 bins H, u32 first bin, f64 weight,
 //	H × u32 histogram counts, count × u32 index into the flattened gradient
 //
-// In a measuring step the histogram is the worker's sample of its partition (see
-// compress.Histogram); otherwise H and the weight are 0. Indices are ascending and inside
+// Under the measured threshold (the default) the histogram is the worker's sample of its
+// partition (see compress.Histogram); under the paper's, H and the weight are 0. Indices are ascending and inside
 // the partition; the receiver checks all of it, and the step and partition tell it whether
 // the ranks agree on where they are.
 const exHeaderBytes = 32
