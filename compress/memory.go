@@ -98,6 +98,25 @@ func (m *Memory) Accumulate(id int, g []float32) ([]float32, error) {
 	return acc, nil
 }
 
+// Momentum applies momentum correction to a tensor that is sent whole, not sparsified: it
+// returns u = momentum*u + g, to be sent in place of g, and keeps u for the next step.
+// Nothing is held back, since every element goes out; summing u across workers gives the
+// momentum of the summed gradients, which is what the optimizer's own momentum, turned off
+// under momentum correction, would have applied. Without momentum correction it returns g.
+func (m *Memory) Momentum(id int, g []float32) ([]float32, error) {
+	if m.mom == nil {
+		return g, nil
+	}
+	if err := m.check(id, len(g)); err != nil {
+		return nil, err
+	}
+	u, mu := m.mom[id], m.momentum
+	for i, v := range g {
+		u[i] = mu*u[i] + v
+	}
+	return u, nil
+}
+
 // Sent clears the elements at idx of tensor id's memory: they have been transmitted.
 // Without error feedback it clears every element: what was not sent is dropped. All
 // indices are checked first, so on error the memory is unchanged.

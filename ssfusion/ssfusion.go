@@ -118,6 +118,11 @@ func (s *stage) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, err
 		}
 		for i, id := range bucket.Tensors {
 			memSizes[id] = -1
+			if s.cfg.Momentum > 0 {
+				// Under momentum correction the optimizer runs without momentum, so the
+				// dense tensors need theirs from the memory too.
+				memSizes[id] = sizes[i]
+			}
 			if chosen[i] {
 				memSizes[id] = sizes[i]
 				s.roles[id] = role{sparse: true, bucket: b, index: len(sparseIDs[b])}
@@ -207,7 +212,11 @@ func (s *stage) startSelectors(memSizes []int) error {
 func (s *stage) Process(id int, _ fusion.Slot, grad []float32) error {
 	r := s.roles[id]
 	if !r.sparse {
-		s.dense[r.bucket].Put(r.index, grad)
+		sent, err := s.c.Memory().Momentum(id, grad)
+		if err != nil {
+			return err
+		}
+		s.dense[r.bucket].Put(r.index, sent)
 		s.e.Meter().Dense(len(grad))
 		s.e.Done(r.coll)
 		return nil

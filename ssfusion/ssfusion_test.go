@@ -448,3 +448,39 @@ func TestChooseOnAFlatRingIsTheFormula(t *testing.T) {
 		}
 	}
 }
+
+// TestMomentumCorrectionReachesDenseTensors: under momentum correction the optimizer runs
+// without momentum, so the tensors SSFusion keeps dense must come out with momentum
+// applied: the average of the workers' u = momentum*u + g, the momentum of the averaged
+// gradients.
+func TestMomentumCorrectionReachesDenseTensors(t *testing.T) {
+	sizes := []int{300, 7, 64, 900} // all below the threshold: every tensor stays dense
+	grads := pipelinetest.Normal(sizes, nil)
+	const world, steps, mu = 3, 4, 0.9
+	for _, v := range variants {
+		cfg := config(0.1, 1<<20, v.offload, v.interleave)
+		cfg.Momentum = mu
+		res, err := pipelinetest.Run(world, sizes, nil, steps, grads, factory(4*1000, cfg))
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		u := make([][]float64, len(sizes))
+		for i, n := range sizes {
+			u[i] = make([]float64, n)
+		}
+		for s := range steps {
+			mean := pipelinetest.Mean(world, s, grads)
+			for i := range sizes {
+				for j := range u[i] {
+					u[i][j] = mu*u[i][j] + mean[i][j]
+					if got := res[0].Grads[s][i][j]; math.Abs(float64(got)-u[i][j]) > 1e-5 {
+						t.Fatalf("%s, step %d, tensor %d[%d]: %g, want the momentum %g", v.name, s, i, j, got, u[i][j])
+					}
+				}
+			}
+		}
+		if err := pipelinetest.CheckRanksAgree(res); err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+	}
+}
