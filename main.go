@@ -25,6 +25,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/ssfusion/ssfusion/internal/provenance"
+	"github.com/ssfusion/ssfusion/nets"
 )
 
 // Exit codes, as shells and schedulers read them.
@@ -118,6 +120,16 @@ func newRootCommand() *cobra.Command {
 		Short:         "Data-parallel training with sparsified, fused gradient pipelines (SSFusion and rivals)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	// --version is ours rather than cobra's so that the provenance, which may ask git, is
+	// collected only when it is asked for, not in every worker process.
+	version := root.Flags().Bool("version", false, "print the version, source revision and toolchain, and exit")
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *version {
+			fmt.Fprintln(cmd.OutOrStdout(), "ssfusion", provenance.Collect(nets.GEMMKernel()))
+			return nil
+		}
+		return cmd.Help()
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newTrainCommand(), newRunCommand(), newPlotCommand(), newSimulateCommand())

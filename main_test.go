@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +174,19 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("Validate accepted %+v", cfg)
 		}
 	})
+}
+
+// --version prints the program's version and toolchain and runs nothing else.
+func TestVersionFlag(t *testing.T) {
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"--version"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	line := out.String()
+	if !strings.HasPrefix(line, "ssfusion ") || !strings.Contains(line, runtime.Version()) || strings.Count(line, "\n") != 1 {
+		t.Errorf("--version printed %q, want one line naming the program and %s", line, runtime.Version())
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/internal/provenance"
 	"github.com/ssfusion/ssfusion/plots"
 	"github.com/ssfusion/ssfusion/trainer"
 )
@@ -108,6 +109,7 @@ func render(spec *Spec, results []result) string {
 		writeSpeedTable(&b, "## Speed and traffic", results)
 		writeIndexEncoding(&b, results)
 		b.WriteString(plotsSection)
+		writeProvenance(&b, results)
 		return b.String()
 	}
 	// Seeds measure the same thing: the groups' figures come first, every cell's after.
@@ -125,7 +127,51 @@ func render(spec *Spec, results []result) string {
 	writeQualityTable(&b, "### Accuracy, per seed", spec, results)
 	writeSpeedTable(&b, "### Speed and traffic, per seed", results)
 	writeIndexEncoding(&b, results)
+	writeProvenance(&b, results)
 	return b.String()
+}
+
+// writeProvenance says which builds and machines produced the cells' results: each
+// distinct one with the number of cells it produced, in the order the cells first name it.
+func writeProvenance(b *strings.Builder, results []result) {
+	var origins []string
+	cells := map[string]int{}
+	for _, r := range results {
+		if r.sum == nil {
+			continue
+		}
+		o := originText(r.sum.Provenance)
+		if cells[o] == 0 {
+			origins = append(origins, o)
+		}
+		cells[o]++
+	}
+	if len(origins) == 0 {
+		return
+	}
+	b.WriteString("\n## Provenance\n\n")
+	for _, o := range origins {
+		noun := "cells"
+		if cells[o] == 1 {
+			noun = "cell"
+		}
+		fmt.Fprintf(b, "- %d %s: %s\n", cells[o], noun, o)
+	}
+}
+
+// originText describes the build and machine of p in a line.
+func originText(p provenance.Info) string {
+	if p.GoVersion == "" {
+		return "not recorded (summaries written before they carried it)"
+	}
+	rev := p.Revision
+	switch {
+	case rev == "":
+		rev = "unknown revision"
+	case p.Modified:
+		rev += " with uncommitted changes"
+	}
+	return fmt.Sprintf("revision %s, %s %s/%s, %s, GOMAXPROCS %d, matrix products: %s", rev, p.GoVersion, p.OS, p.Arch, p.CPU, p.GOMAXPROCS, p.GEMM)
 }
 
 // writeIndexEncoding counts ExDyna's index messages both ways, ours and its authors' code's,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/internal/provenance"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -34,7 +35,9 @@ func TestReport(t *testing.T) {
 	put(cells[0], trainer.Summary{Complete: true, Steps: 300, Workers: 2, FinalLoss: f(0.0375), Eval: trainer.Eval{Accuracy: f(0.9888)},
 		Throughput:  trainer.Throughput{SamplesPerS: 43, StepMS: trainer.StepMS{Total: 1488, Compute: 587, Comm: 900, Wait: 900}},
 		Traffic:     trainer.Traffic{BytesSentPerStep: f(1633309)},
-		Consistency: trainer.Consistency{ParamChecksumEqual: &yes}})
+		Consistency: trainer.Consistency{ParamChecksumEqual: &yes},
+		Provenance: provenance.Info{Revision: "abc123", Modified: true, GoVersion: "go1.26.8", OS: "linux", Arch: "amd64",
+			CPU: "Some CPU", GEMM: "avx2 assembly", GOMAXPROCS: 2}})
 	put(cells[1], trainer.Summary{Complete: false, Steps: 120, Workers: 2, Eval: trainer.Eval{Accuracy: f(0.5)},
 		Throughput: trainer.Throughput{SamplesPerS: 86},
 		Traffic:    trainer.Traffic{BytesSentPerStep: f(22366)},
@@ -70,6 +73,8 @@ func TestReport(t *testing.T) {
 		"| pipeline-ssfusion | not run with these settings: its folder holds results of other ones (lr: 0.5 → 0.1) |",
 		"![test accuracy against wall-clock time](accuracy-time.png)",
 		"| pipeline-multitensor (stopped at step 120) | 1.0 KB | 2.5 KB | 2.50x |",
+		"- 1 cell: revision abc123 with uncommitted changes, go1.26.8 linux/amd64, Some CPU, GOMAXPROCS 2, matrix products: avx2 assembly",
+		"- 1 cell: not recorded",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

@@ -20,3 +20,6 @@ func sgemmExternal(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int
 
 // openblasThreads reports how many threads OpenBLAS uses (for tests and diagnostics).
 func openblasThreads() int { return openblas.Threads() }
+
+// externalBLAS names the external BLAS of this build, "" for none.
+const externalBLAS = "openblas"

@@ -1,6 +1,9 @@
 package nets
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // This file is the blocked single-precision GEMM around the assembly micro-kernels of
 // sgemm_amd64.s, in the usual Goto/BLIS arrangement:
@@ -337,4 +340,18 @@ func transpose8(dst []float32, ldd int, src []float32, lds, kk int) {
 		d[0], d[1], d[2], d[3] = src[l], src[lds+l], src[2*lds+l], src[3*lds+l]
 		d[4], d[5], d[6], d[7] = src[4*lds+l], src[5*lds+l], src[6*lds+l], src[7*lds+l]
 	}
+}
+
+// GEMMKernel names the matrix-product code this process runs, for the provenance of its
+// results: the assembly micro-kernel chosen for this CPU or the portable Go loops, and the
+// external BLAS of the build, when it has one, which takes the products the kernel does not.
+func GEMMKernel() string {
+	name := "go (no assembly kernel for this CPU)"
+	if fastKernel != nil {
+		name = fmt.Sprintf("%s assembly, %dx%d tiles", fastKernel.name, fastKernel.mr, fastKernel.nr)
+	}
+	if externalBLAS != "" {
+		name += ", " + externalBLAS + " for the rest"
+	}
+	return name
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/ssfusion/ssfusion/internal/atomicfile"
+	"github.com/ssfusion/ssfusion/internal/provenance"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -39,6 +40,8 @@ type Summary struct {
 	// ConfigChanges lists the resumptions under changed settings (--resume-changed): the
 	// steps before each ran with its Previous configuration, not with Config.
 	ConfigChanges []ConfigChange `json:"config_changes,omitempty"`
+	// Provenance is the build and the machine of rank 0 that produced the run.
+	Provenance provenance.Info `json:"provenance"`
 	// Extra holds the means over steps of the figures particular to the pipeline
 	// (pipeline.StepMetrics.Extra), by name, such as the bytes of ExDyna's index messages
 	// in our encoding and in its authors'; the partition imbalance is under sparsity.

@@ -118,6 +118,7 @@ func (r *run) summarize(trainErr error) *Summary {
 		Config: *r.cfg, Pipeline: r.cfg.Pipeline, Model: r.cfg.Model, Dataset: r.cfg.Dataset,
 		Workers: r.world, Parameters: r.numParams(), Steps: r.step, Epochs: r.epochsDone(0),
 		WallSeconds: time.Since(r.start).Seconds(), Complete: trainErr == nil, ConfigChanges: r.changes, ResultsVersion: ResultsVersion,
+		Provenance: r.origin,
 	}
 	if trainErr != nil {
 		s.Error = trainErr.Error()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/internal/provenance"
 	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
@@ -119,6 +120,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 // run is the state of one training run.
 type run struct {
 	cfg    *Config
+	origin provenance.Info // where the results come from, for summary.json
 	opts   Options
 	data   *data
 	model  nets.Model
@@ -160,6 +162,9 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 		return nil, fmt.Errorf("building %s: %w", cfg.Model, err)
 	}
 	r := &run{cfg: cfg, opts: opts, data: d, model: model, params: model.Params(), comm: opts.Comm, rank: rank, world: world}
+	if rank == 0 { // the rank that writes summary.json
+		r.origin = provenance.Collect(nets.GEMMKernel())
+	}
 	tensors := make([]pipeline.Tensor, len(r.params))
 	for i, p := range r.params {
 		tensors[i] = pipeline.Tensor{ID: i, Name: p.Name, Dims: len(p.Shape), Grad: p.Grad}

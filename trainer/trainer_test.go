@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +93,16 @@ func TestRunWritesSummaryAndMetrics(t *testing.T) {
 		if _, ok := got[key]; !ok {
 			t.Errorf("summary.json lacks %q", key)
 		}
+	}
+	// Where the run came from: the toolchain, the machine, the kernel and the command line.
+	prov, _ := got["provenance"].(map[string]any)
+	for _, key := range []string{"version", "revision", "modified", "go_version", "os", "arch", "cpu", "gemm", "gomaxprocs", "command_line"} {
+		if _, ok := prov[key]; !ok {
+			t.Errorf("summary.json's provenance lacks %q: %v", key, prov)
+		}
+	}
+	if s.Provenance.GoVersion != runtime.Version() || s.Provenance.GEMM == "" || s.Provenance.GOMAXPROCS < 1 {
+		t.Errorf("provenance %+v", s.Provenance)
 	}
 	if s.Steps != 7 || !s.Complete || got["steps"].(float64) != 7 {
 		t.Errorf("summary says %d steps, complete %v; want 7, true", s.Steps, s.Complete)
