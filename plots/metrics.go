@@ -1,6 +1,7 @@
 package plots
 
 import (
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -40,14 +41,17 @@ type metricColumns struct {
 
 // ReadMetrics reads the metrics.csv at path. The columns kind and step are required, every
 // other column is optional; a record with the wrong number of fields or a value that is not
-// a number is an error naming the file and line.
+// a number is an error naming the file and line. A last line without its newline is left
+// out: a running training may be writing it.
 func ReadMetrics(path string) ([]Metric, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	defer f.Close()
-	metrics, err := parseMetrics(f)
+	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
+		data = data[:i+1]
+	}
+	metrics, err := parseMetrics(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}

@@ -34,7 +34,8 @@ func TestReadMetrics(t *testing.T) {
 	writeFile(t, path, metricsHeader+
 		"train,0,0.01,0.5,0.1,2.3,1.5,32,10,6,1,2,1,4096,0.01,3,,,\n"+
 		"train,1,0.02,1.0,0.1,NaN,1.4,32,10,6,1,2,1,4096,,,,,\n"+
-		"eval,2,0.02,1.25,,,,1000,,,,,,,,,0.875,0.4,\n")
+		"eval,2,0.02,1.25,,,,1000,,,,,,,,,0.875,0.4,\n"+
+		"train,3,0.03,1.5,0.1") // a line a running training is still writing: left out
 	got, err := ReadMetrics(path)
 	if err != nil {
 		t.Fatal(err)

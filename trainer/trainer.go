@@ -121,6 +121,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 type run struct {
 	cfg    *Config
 	origin provenance.Info // where the results come from, for summary.json
+	live   *liveMetrics    // rank 0's metrics.csv as the run goes on
 	opts   Options
 	data   *data
 	model  nets.Model
@@ -247,6 +248,13 @@ func (r *run) train(ctx context.Context) error {
 	if err := r.begin(); err != nil {
 		return err
 	}
+	if r.rank == 0 {
+		var err error
+		if r.live, err = openLiveMetrics(r.cfg.Out, r.rows); err != nil {
+			return err
+		}
+		defer r.live.close()
+	}
 	for epoch := r.step / perEpoch; r.step < total; epoch++ {
 		r.data.train.StartEpoch(epoch)
 		if pos := r.step - epoch*perEpoch; pos > 0 {
@@ -265,7 +273,10 @@ func (r *run) train(ctx context.Context) error {
 				bar.finish()
 				return fmt.Errorf("step %d (epoch %d): %w", r.step, epoch, err)
 			}
-			r.rows = append(r.rows, row)
+			if err := r.record(row); err != nil {
+				bar.finish()
+				return err
+			}
 			r.step++
 			bar.update(row, r.samplesPerStep())
 			if err := r.diverged(row); err != nil {
@@ -391,8 +402,14 @@ func (r *run) evaluate() error {
 	step := r.step
 	ev.Step = &step
 	r.lastRes = ev
-	r.rows = append(r.rows, Row{Kind: "eval", Step: r.step, Epoch: r.epochsDone(0), WallS: time.Since(r.start).Seconds(),
+	err = r.record(Row{Kind: "eval", Step: r.step, Epoch: r.epochsDone(0), WallS: time.Since(r.start).Seconds(),
 		Samples: ev.Samples, EvalAcc: ev.Accuracy, EvalLoss: ev.Loss, EvalPPL: ev.Perplexity})
+	if err == nil && r.live != nil {
+		err = r.writeProgress()
+	}
+	if err != nil {
+		return err
+	}
 	msg := fmt.Sprintf("eval after step %d: loss %.4g", r.step, *ev.Loss)
 	if ev.Perplexity != nil {
 		msg += fmt.Sprintf(", perplexity %.2f", *ev.Perplexity)

@@ -390,3 +390,49 @@ func TestTensorsCarryDims(t *testing.T) {
 		t.Fatalf("tensors by dimensions %v: want convolution kernels, one classifier weight and vectors", kinds)
 	}
 }
+
+// TestLiveOutputs: while a run goes on, metrics.csv holds every step so far and, after an
+// evaluation, summary.json says how far it got with "complete": false; at the end both are
+// whole and complete.
+func TestLiveOutputs(t *testing.T) {
+	cfg := quick(t, "mlp", "synthetic", 8)
+	cfg.EvalEvery = 3
+	checked := 0
+	opts := Options{AfterStep: func(step int) {
+		if step != 4 { // after the evaluation of step 3
+			return
+		}
+		checked++
+		rows := readMetrics(t, cfg.Out)
+		trains := 0
+		for _, r := range rows[1:] {
+			if r[0] == "train" {
+				trains++
+			}
+		}
+		if trains != step {
+			t.Errorf("after step %d metrics.csv holds %d training rows", step, trains)
+		}
+		raw, err := os.ReadFile(filepath.Join(cfg.Out, "summary.json"))
+		if err != nil {
+			t.Fatalf("no summary.json during the run: %v", err)
+		}
+		var s Summary
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Complete || s.Steps != 3 || s.Eval.Accuracy == nil {
+			t.Errorf("summary.json during the run: complete %v, %d steps, accuracy %v; want false, 3, an accuracy", s.Complete, s.Steps, s.Eval.Accuracy)
+		}
+	}}
+	s, err := Run(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked != 1 || !s.Complete {
+		t.Fatalf("checked %d times, complete %v", checked, s.Complete)
+	}
+	if rows := readMetrics(t, cfg.Out); len(rows) != 1+8+3 { // the header, 8 steps, evaluations after 3, 6 and 8
+		t.Errorf("metrics.csv has %d lines at the end, want 12", len(rows))
+	}
+}

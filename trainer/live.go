@@ -1,0 +1,86 @@
+package trainer
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// liveMetrics keeps metrics.csv up to date while a run goes on: every row is appended as it
+// is made, in one write of whole lines, so that plot, a spreadsheet or tail can follow a
+// running experiment. At the end writeOutputs replaces the file whole, atomically; a
+// reader of the live file may at most see a last line cut short by a crash.
+type liveMetrics struct {
+	f   *os.File
+	buf bytes.Buffer
+	w   *csv.Writer
+}
+
+// openLiveMetrics starts dir/metrics.csv afresh with the rows a resumed run already has,
+// atomically, and opens it to append the next ones.
+func openLiveMetrics(dir string, rows []Row) (*liveMetrics, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating output folder: %w", err)
+	}
+	table, err := encodeCSV(rows)
+	if err != nil {
+		return nil, fmt.Errorf("encoding metrics: %w", err)
+	}
+	path := filepath.Join(dir, "metrics.csv")
+	if err := WriteFileAtomic(path, table); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s to follow the run: %w", path, err)
+	}
+	l := &liveMetrics{f: f}
+	l.w = csv.NewWriter(&l.buf)
+	return l, nil
+}
+
+// add appends row to the file.
+func (l *liveMetrics) add(row Row) error {
+	l.buf.Reset()
+	if err := l.w.Write(row.record()); err != nil {
+		return err
+	}
+	l.w.Flush()
+	if err := l.w.Error(); err != nil {
+		return err
+	}
+	if _, err := l.f.Write(l.buf.Bytes()); err != nil {
+		return fmt.Errorf("appending to %s: %w", l.f.Name(), err)
+	}
+	return nil
+}
+
+func (l *liveMetrics) close() {
+	if l != nil {
+		l.f.Close()
+	}
+}
+
+// record keeps a row of metrics.csv, and on rank 0 appends it to the live file.
+func (r *run) record(row Row) error {
+	r.rows = append(r.rows, row)
+	if r.live == nil {
+		return nil
+	}
+	return r.live.add(row)
+}
+
+// writeProgress writes summary.json as the run stands, marked "complete": false, atomically:
+// at each evaluation a running experiment can be read as far as it has got.
+func (r *run) writeProgress() error {
+	s := r.summarize(nil)
+	s.Complete = false
+	js, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding summary: %w", err)
+	}
+	return WriteFileAtomic(filepath.Join(r.cfg.Out, "summary.json"), append(js, '\n'))
+}
