@@ -7,6 +7,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/profile"
+	"golang.org/x/sync/errgroup"
 )
 
 // Net is a network a sweep runs on, under the name its results carry ("10Gbit").
@@ -77,53 +78,46 @@ func (s *Sweep) Run(ctx context.Context) ([]Point, error) {
 		return nil, err
 	}
 	points := make([]Point, len(jobs))
-	queue := make(chan int) // indices into jobs and points
+	// The first job to fail cancels the others' context, so that they stop rather than run
+	// to the end of a sweep that has already failed; cancelling ctx stops them all.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, s.Parallel))
 	var (
-		mu    sync.Mutex
-		done  int
-		first error
+		mu   sync.Mutex // guards done and the progress calls
+		done int
 	)
-	var wg sync.WaitGroup
-	for range max(1, s.Parallel) {
-		wg.Go(func() {
-			for i := range queue {
-				j := &jobs[i]
-				j.job.Gradients = j.grads.get()
-				need := JobMemory(j.job.Profile)
-				mem.take(need, true)
-				res, err := Simulate(ctx, j.job)
-				j.job.Gradients = nil
-				mem.give(need, true)
-				j.grads.done()
-				mu.Lock()
-				if err != nil && first == nil {
-					first = fmt.Errorf("simulating %s: %w", j.label(), err)
-				}
-				points[i] = newPoint(j.model, j.net, j.pipe, res)
-				done++
-				if s.Progress != nil {
-					s.Progress(done, len(jobs), j.label())
-				}
-				mu.Unlock()
-			}
-		})
-	}
 	for i := range jobs {
-		mu.Lock()
-		failed := first != nil
-		mu.Unlock()
-		if failed || ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		queue <- i
+		g.Go(func() error {
+			j := &jobs[i]
+			j.job.Gradients = j.grads.get()
+			need := JobMemory(j.job.Profile)
+			mem.take(need, true)
+			res, err := Simulate(gctx, j.job)
+			j.job.Gradients = nil
+			mem.give(need, true)
+			j.grads.done()
+			if err != nil {
+				return fmt.Errorf("simulating %s: %w", j.label(), err)
+			}
+			points[i] = newPoint(j.model, j.net, j.pipe, res)
+			mu.Lock()
+			defer mu.Unlock()
+			done++
+			if s.Progress != nil {
+				s.Progress(done, len(jobs), j.label())
+			}
+			return nil
+		})
 	}
-	close(queue)
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	err = g.Wait()
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return nil, ctxErr
+	}
+	if err != nil {
 		return nil, err
-	}
-	if first != nil {
-		return nil, first
 	}
 	return points, nil
 }
