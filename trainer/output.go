@@ -11,6 +11,8 @@ import (
 
 	"github.com/ssfusion/ssfusion/internal/atomicfile"
 	"github.com/ssfusion/ssfusion/internal/provenance"
+	"github.com/ssfusion/ssfusion/internal/safetensors"
+	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -179,3 +181,24 @@ func writeOutputs(dir string, s *Summary, rows []Row) error {
 // WriteFileAtomic writes data to path through a temporary file in the same folder and a
 // rename, so that a reader (or an interrupted run) never sees half a file.
 func WriteFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
+
+// weightsFile is the trained model a finished run leaves in its folder.
+const weightsFile = "model.safetensors"
+
+// writeWeights writes the trained parameters and buffers (BatchNorm's running statistics)
+// to weightsFile, in safetensors, under the names and shapes the model gives them, so that
+// tools outside Go (PyTorch's safetensors.torch.load_file among them) can load the model.
+func (r *run) writeWeights() error {
+	var tensors []safetensors.Tensor
+	for _, set := range [][]nets.Param{r.params, r.model.Buffers()} {
+		for _, p := range set {
+			tensors = append(tensors, safetensors.Tensor{Name: p.Name, Shape: p.Shape, Data: p.Value})
+		}
+	}
+	meta := map[string]string{"model": r.cfg.Model, "dataset": r.cfg.Dataset, "pipeline": r.cfg.Pipeline, "steps": strconv.Itoa(r.step)}
+	path := filepath.Join(r.cfg.Out, weightsFile)
+	if err := safetensors.Write(path, tensors, meta); err != nil {
+		return fmt.Errorf("writing the trained model to %s: %w", path, err)
+	}
+	return nil
+}

@@ -96,6 +96,11 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 			return s, errors.Join(trainErr, err)
 		}
 		opts.Logf("wrote %s", filepath.Join(cfg.Out, "summary.json"))
+		if trainErr == nil {
+			if err := r.writeWeights(); err != nil {
+				return s, err
+			}
+		}
 		switch {
 		case r.prof == nil:
 		case trainErr != nil:

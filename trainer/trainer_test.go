@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/csv"
 	"encoding/json"
 	"os"
@@ -93,6 +94,28 @@ func TestRunWritesSummaryAndMetrics(t *testing.T) {
 		if _, ok := got[key]; !ok {
 			t.Errorf("summary.json lacks %q", key)
 		}
+	}
+	// The trained model, in safetensors: every parameter, float32, all of the file's data.
+	weights, err := os.ReadFile(filepath.Join(cfg.Out, "model.safetensors"))
+	if err != nil {
+		t.Fatalf("no trained model: %v", err)
+	}
+	n := binary.LittleEndian.Uint64(weights)
+	var header map[string]struct {
+		DType       string `json:"dtype"`
+		DataOffsets []int  `json:"data_offsets"`
+	}
+	if err := json.Unmarshal(weights[8:8+n], &header); err != nil {
+		t.Fatalf("model.safetensors header: %v", err)
+	}
+	floats := 0
+	for name, e := range header {
+		if name != "__metadata__" && e.DType == "F32" {
+			floats += (e.DataOffsets[1] - e.DataOffsets[0]) / 4
+		}
+	}
+	if floats != s.Parameters || len(weights)-8-int(n) != 4*s.Parameters {
+		t.Errorf("model.safetensors holds %d floats in %d bytes of data, the model %d parameters", floats, len(weights)-8-int(n), s.Parameters)
 	}
 	// Where the run came from: the toolchain, the machine, the kernel and the command line.
 	prov, _ := got["provenance"].(map[string]any)
