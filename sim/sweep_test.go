@@ -19,7 +19,7 @@ func tinySweep(pipelines []string, factory func(name string) Factory) *Sweep {
 		Profiles: []*profile.Profile{tinyProfile()}, Pipelines: pipelines, Workers: []int{2, 4},
 		Networks:  []Net{{Name: "1Gbit", Model: netmodel.Network{Inter: netmodel.Link{Alpha: 1e-5, Beta: 8e-9}}}},
 		Selection: DefaultSelectionModel(), Density: 0.01, Seed: 1, Parallel: 2,
-		Factory:   func(name string, _ Net) (Factory, error) { return factory(name), nil },
+		Factory: func(name string, _ Net) (Factory, error) { return factory(name), nil },
 	}
 }
 
