@@ -259,6 +259,11 @@ func (r *run) train(ctx context.Context) error {
 			return err
 		}
 		defer r.live.close()
+		// From the start summary.json says the run is under way, in case no evaluation
+		// comes before its end.
+		if err := r.writeProgress(); err != nil {
+			return err
+		}
 	}
 	for epoch := r.step / perEpoch; r.step < total; epoch++ {
 		r.data.train.StartEpoch(epoch)

@@ -422,6 +422,12 @@ func TestLiveOutputs(t *testing.T) {
 	cfg.EvalEvery = 3
 	checked := 0
 	opts := Options{AfterStep: func(step int) {
+		if step == 1 { // before any evaluation: the run is under way
+			raw, err := os.ReadFile(filepath.Join(cfg.Out, "summary.json"))
+			if err != nil || !strings.Contains(string(raw), `"complete": false`) {
+				t.Errorf("summary.json at the first step: %v\n%s", err, raw)
+			}
+		}
 		if step != 4 { // after the evaluation of step 3
 			return
 		}
