@@ -104,6 +104,10 @@ type Config struct {
 	// ProfileOut, when set, is where rank 0 writes the model's measured compute per step (a
 	// profile.Profile) after training succeeds.
 	ProfileOut string `mapstructure:"profile-out" json:"profile_out"`
+	// TensorBoard has rank 0 write TensorBoard event files into Out/tensorboard: each
+	// step's loss, learning rate, samples/s, bytes sent and density, each evaluation's
+	// accuracy, loss and perplexity.
+	TensorBoard bool `mapstructure:"tensorboard" json:"tensorboard"`
 }
 
 // Defaults returns the configuration a bare `train` runs with.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // liveMetrics keeps metrics.csv up to date while a run goes on: every row is appended as it
@@ -64,13 +65,42 @@ func (l *liveMetrics) close() {
 	}
 }
 
-// record keeps a row of metrics.csv, and on rank 0 appends it to the live file.
+// record keeps a row of metrics.csv, and on rank 0 appends it to the live file and, when
+// asked, to the TensorBoard events.
 func (r *run) record(row Row) error {
 	r.rows = append(r.rows, row)
 	if r.live == nil {
 		return nil
 	}
-	return r.live.add(row)
+	if err := r.live.add(row); err != nil {
+		return err
+	}
+	if r.board == nil {
+		return nil
+	}
+	return r.board.Scalars(int64(row.Step), time.Now(), scalars(row))
+}
+
+// scalars are the figures of a metrics row that TensorBoard shows.
+func scalars(row Row) map[string]float64 {
+	m := map[string]float64{}
+	put := func(tag string, v *float64) {
+		if v != nil {
+			m[tag] = *v
+		}
+	}
+	if row.Kind == "eval" {
+		put("eval/accuracy", row.EvalAcc)
+		put("eval/loss", row.EvalLoss)
+		put("eval/perplexity", row.EvalPPL)
+		return m
+	}
+	m["train/loss"], m["train/lr"], m["train/bytes_sent"] = row.Loss, row.LR, float64(row.Bytes)
+	if row.StepMS.Total > 0 {
+		m["train/samples_per_s"] = float64(row.Samples) / (row.StepMS.Total / 1000)
+	}
+	put("train/density", row.Density)
+	return m
 }
 
 // writeProgress writes summary.json as the run stands, marked "complete": false, atomically:

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/internal/provenance"
+	"github.com/ssfusion/ssfusion/internal/tensorboard"
 	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
@@ -125,8 +126,9 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 // run is the state of one training run.
 type run struct {
 	cfg    *Config
-	origin provenance.Info // where the results come from, for summary.json
-	live   *liveMetrics    // rank 0's metrics.csv as the run goes on
+	origin provenance.Info     // where the results come from, for summary.json
+	live   *liveMetrics        // rank 0's metrics.csv as the run goes on
+	board  *tensorboard.Writer // rank 0's TensorBoard events, with --tensorboard
 	opts   Options
 	data   *data
 	model  nets.Model
@@ -259,6 +261,12 @@ func (r *run) train(ctx context.Context) error {
 			return err
 		}
 		defer r.live.close()
+		if r.cfg.TensorBoard {
+			if r.board, err = tensorboard.Create(filepath.Join(r.cfg.Out, "tensorboard")); err != nil {
+				return err
+			}
+			defer r.board.Close()
+		}
 		// From the start summary.json says the run is under way, in case no evaluation
 		// comes before its end.
 		if err := r.writeProgress(); err != nil {

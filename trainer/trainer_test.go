@@ -465,3 +465,31 @@ func TestLiveOutputs(t *testing.T) {
 		t.Errorf("metrics.csv has %d lines at the end, want 12", len(rows))
 	}
 }
+
+// TestTensorBoard: with tensorboard on, rank 0 writes an event file holding the training
+// and evaluation scalars; without it, none.
+func TestTensorBoard(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		cfg := quick(t, "mlp", "synthetic", 4)
+		cfg.TensorBoard = on
+		if _, err := Run(context.Background(), cfg, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(cfg.Out, "tensorboard", "events.out.tfevents.*"))
+		if (len(files) == 1) != on {
+			t.Fatalf("tensorboard %v: event files %v", on, files)
+		}
+		if !on {
+			continue
+		}
+		data, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tag := range []string{"brain.Event:2", "train/loss", "train/lr", "train/samples_per_s", "eval/accuracy"} {
+			if !strings.Contains(string(data), tag) {
+				t.Errorf("the event file lacks %q", tag)
+			}
+		}
+	}
+}
