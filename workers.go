@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strconv"
 	"sync"
 
 	"golang.org/x/term"
@@ -47,7 +48,14 @@ func train(ctx context.Context, cfg trainer.Config) error {
 		if err := beforeLaunch(cfg); err != nil {
 			return err
 		}
-		return dist.Launch(ctx, dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil)})
+		launch := dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil)}
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			// Rank 0 draws its progress bar on this terminal, which its prefixed lines
+			// would break; it finds it at file descriptor 3.
+			launch.RankZeroFiles = []*os.File{os.Stderr}
+			launch.Env = append(launch.Env, progressFDEnv+"=3")
+		}
+		return dist.Launch(ctx, launch)
 	}
 	_, err = trainer.Run(ctx, cfg, options(cfg, nil, true))
 	return err
@@ -85,11 +93,29 @@ func options(cfg trainer.Config, comm dist.Communicator, logs bool) trainer.Opti
 	}
 	if logs {
 		opts.Logf = log.New(os.Stderr, "", log.LstdFlags).Printf
-		if term.IsTerminal(int(os.Stderr.Fd())) {
-			opts.Progress = os.Stderr
+		if tty := progressTerminal(); tty != nil { // a nil *os.File would be a non-nil Writer
+			opts.Progress = tty
 		}
 	}
 	return opts
+}
+
+// progressFDEnv names, in a worker the launcher started, the file descriptor of the
+// launcher's terminal, handed to rank 0 for its progress bar.
+const progressFDEnv = "SSFUSION_PROGRESS_FD"
+
+// progressTerminal is where the process that logs draws its progress bar: its own stderr
+// when that is a terminal, the launcher's terminal when the launcher handed it one, and
+// nowhere (nil) otherwise.
+func progressTerminal() *os.File {
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		return os.Stderr
+	}
+	fd, err := strconv.Atoi(os.Getenv(progressFDEnv))
+	if err != nil || fd < 3 || !term.IsTerminal(fd) {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "terminal")
 }
 
 // buildAlone builds the pipeline of a single process on a one-rank communicator, which the

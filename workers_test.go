@@ -6,11 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/trainer"
+	"golang.org/x/term"
 )
 
 func readSummary(t *testing.T, dir string) trainer.Summary {
@@ -198,5 +200,25 @@ func TestBeforeLaunch(t *testing.T) {
 	cfg.Model, cfg.Dataset, cfg.Workers, cfg.Out = "mlp", "synthetic", 2, t.TempDir()
 	if err := beforeLaunch(cfg); err != nil {
 		t.Fatalf("a job that can run: %v", err)
+	}
+}
+
+// A worker draws its progress bar only on a terminal: not on a descriptor the launcher
+// did not hand it, nor on one that is a pipe.
+func TestProgressTerminalNeedsATerminal(t *testing.T) {
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		t.Skip("the test's stderr is a terminal, on which the bar would rightly go")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for _, fd := range []string{"", "x", "2", strconv.Itoa(int(w.Fd()))} {
+		t.Setenv(progressFDEnv, fd)
+		if f := progressTerminal(); f != nil {
+			t.Errorf("%s=%q: progress on %s, want none (the test's stderr is no terminal either)", progressFDEnv, fd, f.Name())
+		}
 	}
 }

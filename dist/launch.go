@@ -34,6 +34,10 @@ type LaunchConfig struct {
 	// Grace is how long the other workers may take to notice a failed one and exit on
 	// their own before they are killed (default 10s).
 	Grace time.Duration
+	// RankZeroFiles are handed to rank 0 alone, as its file descriptors 3, 4 and so on,
+	// past the line prefixing of Stdout and Stderr: a terminal on which it can draw a
+	// progress bar, for instance.
+	RankZeroFiles []*os.File
 }
 
 // Launch runs the job and waits for every worker. It returns nil when all exit with status
@@ -104,6 +108,9 @@ func (j *job) start(rank int, env []string) error {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(procs))
 	}
 	cmd.SysProcAttr = workerAttr()
+	if rank == 0 {
+		cmd.ExtraFiles = j.cfg.RankZeroFiles
+	}
 	prefix := fmt.Sprintf("[rank %d] ", rank)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -3,6 +3,7 @@ package dist
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -28,6 +29,10 @@ func TestLaunchWorkerHelper(t *testing.T) {
 		cfg.MasterAddr, cfg.Token != "", os.Getenv("GOMAXPROCS"))
 	switch {
 	case role == "ok":
+		os.Exit(0)
+	case role == "extra-file":
+		// Only rank 0 was handed a file at descriptor 3; elsewhere the write fails.
+		fmt.Fprintf(os.NewFile(3, "extra"), "rank %d wrote here\n", cfg.Rank)
 		os.Exit(0)
 	case role == "die-rank-1" && cfg.Rank == 1:
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -136,5 +141,30 @@ func TestLaunchInterrupted(t *testing.T) {
 func TestLaunchRejectsNoWorkers(t *testing.T) {
 	if err := Launch(context.Background(), LaunchConfig{Workers: 0}); err == nil {
 		t.Fatal("a job of 0 workers was launched")
+	}
+}
+
+// TestLaunchRankZeroFiles: the files of RankZeroFiles reach rank 0 alone, unprefixed.
+func TestLaunchRankZeroFiles(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out, errOut capturedLog
+	err = Launch(context.Background(), LaunchConfig{
+		Workers: 3, Program: os.Args[0], Args: []string{"-test.run=^TestLaunchWorkerHelper$"},
+		Env: []string{"SSF_LAUNCH_ROLE=extra-file"}, Stdout: &out, Stderr: &errOut, RankZeroFiles: []*os.File{w},
+	})
+	w.Close()
+	if err != nil {
+		t.Fatalf("Launch: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "rank 0 wrote here\n" {
+		t.Errorf("the extra file received %q, want rank 0's line alone", got)
 	}
 }
