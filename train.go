@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"github.com/ssfusion/ssfusion/compress"
+	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -26,6 +28,11 @@ Flags win over the environment, the environment over the file.`,
 	}
 	addTrainFlags(cmd.Flags(), trainer.Defaults())
 	cmd.Flags().String("config", "", "YAML file of configuration keys (the flag names)")
+	var nodes placement
+	cmd.Flags().IntVar(&nodes.nodes, "nnodes", 1, "machines the job spans, each running this command with --workers processes (as torchrun)")
+	cmd.Flags().IntVar(&nodes.nodeRank, "node-rank", 0, "this machine's place among --nnodes: its workers are ranks node-rank*workers and up")
+	cmd.Flags().StringVar(&nodes.masterAddr, "master-addr", "", "with --nnodes > 1: the host of node 0, where rank 0 listens")
+	cmd.Flags().IntVar(&nodes.masterPort, "master-port", 29500, "with --nnodes > 1: the port rank 0 listens on")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(cmd.Flags())
 		if err != nil {
@@ -40,7 +47,10 @@ Flags win over the environment, the environment over the file.`,
 		if err := resolved.Validate(); err != nil {
 			return usage(fmt.Errorf("invalid configuration:\n%w", err))
 		}
-		return train(cmd.Context(), cfg)
+		if err := nodes.check(); err != nil {
+			return usage(err)
+		}
+		return trainOn(cmd.Context(), cfg, nodes)
 	}
 	return cmd
 }
@@ -108,7 +118,7 @@ func loadConfig(flags *pflag.FlagSet) (trainer.Config, error) {
 	v.AutomaticEnv()
 	var bindErr error
 	flags.VisitAll(func(f *pflag.Flag) {
-		if f.Name != "config" && f.Name != "help" && bindErr == nil {
+		if !launcherFlags[f.Name] && bindErr == nil {
 			bindErr = v.BindPFlag(f.Name, f)
 		}
 	})
@@ -170,4 +180,37 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// launcherFlags are the flags of train that are not configuration keys: where to read the
+// configuration, and where this launcher sits among several nodes. A worker takes the
+// latter from its environment.
+var launcherFlags = map[string]bool{"config": true, "help": true, "nnodes": true, "node-rank": true, "master-addr": true, "master-port": true}
+
+// placement is where this launcher's workers sit in a job that spans machines, as
+// torchrun's --nnodes, --node-rank, --master-addr and --master-port put them; one node
+// by default.
+type placement struct {
+	nodes, nodeRank int
+	masterAddr      string
+	masterPort      int
+}
+
+// check reports a placement that cannot form a job.
+func (p placement) check() error {
+	switch {
+	case p.nodes < 1:
+		return fmt.Errorf("--nnodes %d: want at least 1", p.nodes)
+	case p.nodeRank < 0 || p.nodeRank >= p.nodes:
+		return fmt.Errorf("--node-rank %d: want 0 to %d for %d nodes", p.nodeRank, p.nodes-1, p.nodes)
+	case p.nodes == 1:
+		return nil
+	case p.masterAddr == "":
+		return fmt.Errorf("--nnodes %d needs --master-addr, the host of node 0", p.nodes)
+	case p.masterPort < 1 || p.masterPort > 65535:
+		return fmt.Errorf("--master-port %d: want a port from 1 to 65535", p.masterPort)
+	case os.Getenv(dist.EnvJobToken) == "":
+		return fmt.Errorf("--nnodes %d needs the same secret in %s on every node, which admits the workers to the job", p.nodes, dist.EnvJobToken)
+	}
+	return nil
 }

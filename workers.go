@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -21,6 +22,11 @@ import (
 // mpirun's variables) are set, the launcher of --workers processes, the N goroutine ranks of
 // --backend inproc, or a single process.
 func train(ctx context.Context, cfg trainer.Config) error {
+	return trainOn(ctx, cfg, placement{nodes: 1})
+}
+
+// trainOn is train for a launcher whose workers are one node's of a job spanning nodes.
+func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 	switch cfg.Backend {
 	case "tcp", "inproc", "mpi":
 	default:
@@ -44,11 +50,16 @@ func train(ctx context.Context, cfg trainer.Config) error {
 		return err
 	case cfg.Workers > 1 && cfg.Backend == "inproc":
 		return runInProc(ctx, cfg)
-	case cfg.Workers > 1:
+	case cfg.Workers > 1 || nodes.nodes > 1:
 		if err := beforeLaunch(cfg); err != nil {
 			return err
 		}
 		launch := dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil)}
+		if nodes.nodes > 1 {
+			launch.Nodes, launch.NodeRank = nodes.nodes, nodes.nodeRank
+			launch.MasterAddr = net.JoinHostPort(nodes.masterAddr, strconv.Itoa(nodes.masterPort))
+			launch.Token = os.Getenv(dist.EnvJobToken)
+		}
 		if term.IsTerminal(int(os.Stderr.Fd())) {
 			// Rank 0 draws its progress bar on this terminal, which its prefixed lines
 			// would break; it finds it at file descriptor 3.

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/baselines"
+	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/trainer"
 	"golang.org/x/term"
 )
@@ -220,5 +224,43 @@ func TestProgressTerminalNeedsATerminal(t *testing.T) {
 		if f := progressTerminal(); f != nil {
 			t.Errorf("%s=%q: progress on %s, want none (the test's stderr is no terminal either)", progressFDEnv, fd, f.Name())
 		}
+	}
+}
+
+// Two launchers, as on two machines (torchrun's --nnodes 2 and --node-rank), start 2
+// workers each on loopback; together they train one 4-rank job whose ranks agree.
+func TestTwoNodesFormOneJob(t *testing.T) {
+	master, err := dist.FreeAddr("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(master)
+	t.Setenv(dist.EnvJobToken, dist.NewJobToken())
+	dir := t.TempDir()
+	outs := []string{filepath.Join(dir, "node0"), filepath.Join(dir, "node1")}
+	var cmds []*exec.Cmd
+	var logs []*bytes.Buffer
+	for node := range 2 {
+		cmd, out := command(t, dir, "train", "--model", "mlp", "--dataset", "synthetic", "--workers", "2", "--max-steps", "6",
+			"--eval-samples", "64", "--check-every", "3", "--nnodes", "2", "--node-rank", strconv.Itoa(node),
+			"--master-addr", "127.0.0.1", "--master-port", port, "--out", outs[node])
+		cmds, logs = append(cmds, cmd), append(logs, out)
+	}
+	for node, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("node %d: %v\n%s", node, err, logs[node])
+		}
+	}
+	s := readSummary(t, outs[0])
+	if s.Workers != 4 || s.Consistency.ParamChecksumEqual == nil || !*s.Consistency.ParamChecksumEqual {
+		t.Errorf("rank 0's summary: %d workers, ranks agree %v; want 4 and true", s.Workers, s.Consistency.ParamChecksumEqual)
+	}
+	if !strings.Contains(logs[0].String(), "[rank 0]") {
+		t.Errorf("node 0 printed nothing of rank 0:\n%s", logs[0])
+	}
+	// A second node without the master's address is refused before anything starts.
+	cmd, out := command(t, dir, "train", "--model", "mlp", "--dataset", "synthetic", "--workers", "2", "--nnodes", "2", "--node-rank", "1")
+	if err := cmd.Wait(); exitCodeOf(t, err) != 2 || !strings.Contains(out.String(), "--master-addr") {
+		t.Errorf("--nnodes 2 without --master-addr: %v\n%s", err, out)
 	}
 }

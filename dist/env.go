@@ -19,14 +19,26 @@ const (
 	EnvMasterAddr = "MASTER_ADDR"
 	EnvMasterPort = "MASTER_PORT"
 	EnvJobToken   = "SSF_JOB_TOKEN"
-	// Set by Open MPI's mpirun; read when RANK and WORLD_SIZE are absent.
-	EnvOMPIRank = "OMPI_COMM_WORLD_RANK"
-	EnvOMPISize = "OMPI_COMM_WORLD_SIZE"
+	// Set by Open MPI's mpirun, by SLURM's srun, and by launchers of the PMI interface
+	// (MPICH's Hydra, Intel MPI); read, in that order, when RANK and WORLD_SIZE are absent.
+	EnvOMPIRank  = "OMPI_COMM_WORLD_RANK"
+	EnvOMPISize  = "OMPI_COMM_WORLD_SIZE"
+	EnvSLURMRank = "SLURM_PROCID"
+	EnvSLURMSize = "SLURM_NTASKS"
+	EnvPMIRank   = "PMI_RANK"
+	EnvPMISize   = "PMI_SIZE"
+)
+
+// rankVars and sizeVars are the variables a worker's rank and the world size are read
+// from, in order of preference, pairwise: a launcher sets both of a pair.
+var (
+	rankVars = []string{EnvRank, EnvOMPIRank, EnvSLURMRank, EnvPMIRank}
+	sizeVars = []string{EnvWorldSize, EnvOMPISize, EnvSLURMSize, EnvPMISize}
 )
 
 // ErrNoEnv: the process was not started as a worker (neither RANK and WORLD_SIZE nor
 // the Open MPI variables are set). A launcher uses it to decide to launch workers.
-var ErrNoEnv = errors.New("dist: not started as a worker: RANK and WORLD_SIZE (or OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE) are not set")
+var ErrNoEnv = errors.New("dist: not started as a worker: RANK and WORLD_SIZE (or mpirun's, srun's or PMI's rank and size) are not set")
 
 // ConfigFromEnv reads a worker's TCPConfig from the environment: RANK and WORLD_SIZE
 // (falling back to OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE), MASTER_ADDR and
@@ -35,24 +47,25 @@ var ErrNoEnv = errors.New("dist: not started as a worker: RANK and WORLD_SIZE (o
 func ConfigFromEnv() (TCPConfig, error) { return configFromEnv(os.LookupEnv) }
 
 func configFromEnv(lookup func(string) (string, bool)) (TCPConfig, error) {
-	get := func(primary, fallback string) (string, string, bool) {
-		if v, ok := lookup(primary); ok {
-			return v, primary, true
+	// The first pair of which either variable is set decides, so that a rank and a size
+	// never come from two launchers.
+	var rs, rname, ss, sname string
+	var rok, sok bool
+	for i := range rankVars {
+		rs, rok = lookup(rankVars[i])
+		ss, sok = lookup(sizeVars[i])
+		rname, sname = rankVars[i], sizeVars[i]
+		if rok || sok {
+			break
 		}
-		if v, ok := lookup(fallback); ok {
-			return v, fallback, true
-		}
-		return "", "", false
 	}
-	rs, rname, rok := get(EnvRank, EnvOMPIRank)
-	ss, sname, sok := get(EnvWorldSize, EnvOMPISize)
 	switch {
 	case !rok && !sok:
 		return TCPConfig{}, ErrNoEnv
 	case !rok:
-		return TCPConfig{}, fmt.Errorf("dist: %s is set but %s is not", sname, EnvRank)
+		return TCPConfig{}, fmt.Errorf("dist: %s is set but %s is not", sname, rname)
 	case !sok:
-		return TCPConfig{}, fmt.Errorf("dist: %s is set but %s is not", rname, EnvWorldSize)
+		return TCPConfig{}, fmt.Errorf("dist: %s is set but %s is not", rname, sname)
 	}
 	rank, err := strconv.Atoi(strings.TrimSpace(rs))
 	if err != nil {

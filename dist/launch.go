@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -28,6 +29,14 @@ type LaunchConfig struct {
 	Env     []string // extra variables, after os.Environ()
 	// MasterHost is where rank 0 listens for the rendezvous (default 127.0.0.1).
 	MasterHost string
+	// Nodes and NodeRank spread the job over machines, as torchrun's --nnodes and
+	// --node-rank do: this launcher's workers are ranks NodeRank·Workers to
+	// NodeRank·Workers+Workers-1 of Nodes·Workers. With more than one node, MasterAddr
+	// (host:port where rank 0, on node 0, listens) and Token (the same on every node) must
+	// be given; on one node they are chosen here when empty.
+	Nodes, NodeRank int
+	MasterAddr      string
+	Token           string
 	// Stdout and Stderr receive the workers' lines, each prefixed with "[rank N] "
 	// (default os.Stdout and os.Stderr).
 	Stdout, Stderr io.Writer
@@ -68,15 +77,16 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
-	master, err := FreeAddr(cfg.MasterHost)
+	base, err := cfg.rendezvous()
 	if err != nil {
 		return err
 	}
-	job := &job{cfg: cfg, exited: make(chan exit, cfg.Workers)}
-	base := TCPConfig{Size: cfg.Workers, MasterAddr: master, Token: NewJobToken()}
-	for rank := range cfg.Workers {
-		base.Rank = rank
-		if err := job.start(rank, base.Environ()); err != nil {
+	first := cfg.NodeRank * cfg.Workers
+	job := &job{cfg: cfg, first: first, exited: make(chan exit, cfg.Workers)}
+	for local := range cfg.Workers {
+		base.Rank = first + local
+		env := append(base.Environ(), EnvLocalRank+"="+strconv.Itoa(local)) // the later value wins
+		if err := job.start(local, env); err != nil {
 			job.killAll()
 			job.wait()
 			return err
@@ -85,9 +95,36 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 	return job.supervise(ctx)
 }
 
+// rendezvous checks the nodes' settings and returns the job's shared configuration: where
+// rank 0 listens, the token, the world size.
+func (cfg *LaunchConfig) rendezvous() (TCPConfig, error) {
+	nodes := max(1, cfg.Nodes)
+	if cfg.NodeRank < 0 || cfg.NodeRank >= nodes {
+		return TCPConfig{}, fmt.Errorf("dist: launch: node rank %d of %d nodes: want 0 <= node rank < nodes", cfg.NodeRank, nodes)
+	}
+	base := TCPConfig{Size: nodes * cfg.Workers, MasterAddr: cfg.MasterAddr, Token: cfg.Token}
+	if nodes > 1 {
+		if _, _, err := net.SplitHostPort(cfg.MasterAddr); err != nil || cfg.Token == "" {
+			return TCPConfig{}, fmt.Errorf("dist: launch on %d nodes needs the master's host:port (got %q) and a job token shared by every node (%s)", nodes, cfg.MasterAddr, EnvJobToken)
+		}
+		return base, nil
+	}
+	if base.MasterAddr == "" {
+		var err error
+		if base.MasterAddr, err = FreeAddr(cfg.MasterHost); err != nil {
+			return TCPConfig{}, err
+		}
+	}
+	if base.Token == "" {
+		base.Token = NewJobToken()
+	}
+	return base, nil
+}
+
 // job is a running set of workers.
 type job struct {
 	cfg    LaunchConfig
+	first  int        // the global rank of the first local worker
 	mu     sync.Mutex // serialises output lines
 	procs  []*exec.Cmd
 	exited chan exit
@@ -111,17 +148,17 @@ func (j *job) start(rank int, env []string) error {
 	if rank == 0 {
 		cmd.ExtraFiles = j.cfg.RankZeroFiles
 	}
-	prefix := fmt.Sprintf("[rank %d] ", rank)
+	prefix := fmt.Sprintf("[rank %d] ", j.first+rank)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return fmt.Errorf("dist: launch rank %d: %w", rank, err)
+		return fmt.Errorf("dist: launch rank %d: %w", j.first+rank, err)
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return fmt.Errorf("dist: launch rank %d: %w", rank, err)
+		return fmt.Errorf("dist: launch rank %d: %w", j.first+rank, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("dist: launch rank %d: %w", rank, err)
+		return fmt.Errorf("dist: launch rank %d: %w", j.first+rank, err)
 	}
 	j.procs = append(j.procs, cmd)
 	var copying sync.WaitGroup
@@ -185,13 +222,13 @@ func (j *job) supervise(ctx context.Context) error {
 	if interrupted != nil {
 		return interrupted
 	}
-	return describeFailures(failed, stopped)
+	return describeFailures(failed, stopped, j.first)
 }
 
-// describeFailures names the failed ranks in the order that explains the failure: those
-// that died of a signal, then those that exited with an error, then those the launcher
-// stopped after the grace period.
-func describeFailures(failed []exit, stopped map[int]bool) error {
+// describeFailures names the failed ranks (local ones, the first of which is global rank
+// first) in the order that explains the failure: those that died of a signal, then those
+// that exited with an error, then those the launcher stopped after the grace period.
+func describeFailures(failed []exit, stopped map[int]bool, first int) error {
 	if len(failed) == 0 {
 		return nil
 	}
@@ -209,11 +246,11 @@ func describeFailures(failed []exit, stopped map[int]bool) error {
 	for i, e := range failed {
 		switch sig := signaled(e.err); {
 		case stopped[e.rank]:
-			parts[i] = fmt.Sprintf("rank %d was still running after the grace period and was killed", e.rank)
+			parts[i] = fmt.Sprintf("rank %d was still running after the grace period and was killed", first+e.rank)
 		case sig != nil:
-			parts[i] = fmt.Sprintf("rank %d was killed by signal %v", e.rank, sig)
+			parts[i] = fmt.Sprintf("rank %d was killed by signal %v", first+e.rank, sig)
 		default:
-			parts[i] = fmt.Sprintf("rank %d failed: %v", e.rank, e.err)
+			parts[i] = fmt.Sprintf("rank %d failed: %v", first+e.rank, e.err)
 		}
 	}
 	return errors.New(strings.Join(parts, "; "))

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,21 @@ func TestLaunchWorkerHelper(t *testing.T) {
 		cfg.MasterAddr, cfg.Token != "", os.Getenv("GOMAXPROCS"))
 	switch {
 	case role == "ok":
+		os.Exit(0)
+	case role == "allreduce":
+		// Join the job and sum the ranks: every rank must see 0+1+...+size-1.
+		comm, err := DialTCP(context.Background(), cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(2)
+		}
+		v := []float32{float32(cfg.Rank)}
+		if err := comm.AllReduce(v, Sum); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(2)
+		}
+		fmt.Printf("sum %g local %s\n", v[0], os.Getenv(EnvLocalRank))
+		comm.Close()
 		os.Exit(0)
 	case role == "extra-file":
 		// Only rank 0 was handed a file at descriptor 3; elsewhere the write fails.
@@ -166,5 +182,60 @@ func TestLaunchRankZeroFiles(t *testing.T) {
 	}
 	if string(got) != "rank 0 wrote here\n" {
 		t.Errorf("the extra file received %q, want rank 0's line alone", got)
+	}
+}
+
+// TestLaunchTwoNodes: two launchers, as on two machines, each start 2 workers; together
+// they form one job of 4 ranks (global ranks by node, local ranks from 0 on each node)
+// whose allreduce every rank completes alike.
+func TestLaunchTwoNodes(t *testing.T) {
+	master, err := FreeAddr("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := NewJobToken()
+	outs := make([]capturedLog, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for node := range 2 {
+		wg.Go(func() {
+			var errOut capturedLog
+			errs[node] = Launch(context.Background(), LaunchConfig{
+				Workers: 2, Nodes: 2, NodeRank: node, MasterAddr: master, Token: token,
+				Program: os.Args[0], Args: []string{"-test.run=^TestLaunchWorkerHelper$"},
+				Env: []string{"SSF_LAUNCH_ROLE=allreduce"}, Stdout: &outs[node], Stderr: &errOut, Grace: 2 * time.Second,
+			})
+			if errs[node] != nil {
+				errs[node] = fmt.Errorf("%w\n%s", errs[node], errOut.String())
+			}
+		})
+	}
+	wg.Wait()
+	for node := range 2 {
+		if errs[node] != nil {
+			t.Fatalf("node %d: %v", node, errs[node])
+		}
+		out := outs[node].String()
+		for local := range 2 {
+			rank := 2*node + local
+			if !strings.Contains(out, fmt.Sprintf("[rank %d] pid", rank)) || !strings.Contains(out, fmt.Sprintf("rank %d of 4", rank)) ||
+				!strings.Contains(out, fmt.Sprintf("[rank %d] sum 6 local %d", rank, local)) {
+				t.Errorf("node %d: rank %d (local %d) did not join the 4-rank job and sum 6:\n%s", node, rank, local, out)
+			}
+		}
+	}
+}
+
+// Several nodes need the master's address and a shared token; a node rank must be one of
+// the nodes.
+func TestLaunchNodeErrors(t *testing.T) {
+	for _, cfg := range []LaunchConfig{
+		{Workers: 2, Nodes: 2, NodeRank: 0, Token: "t"},
+		{Workers: 2, Nodes: 2, NodeRank: 1, MasterAddr: "127.0.0.1:1234"},
+		{Workers: 2, Nodes: 2, NodeRank: 2, MasterAddr: "127.0.0.1:1234", Token: "t"},
+	} {
+		if err := Launch(context.Background(), cfg); err == nil {
+			t.Errorf("%+v: launched", cfg)
+		}
 	}
 }
