@@ -164,14 +164,7 @@ func originText(p provenance.Info) string {
 	if p.GoVersion == "" {
 		return "not recorded (summaries written before they carried it)"
 	}
-	rev := p.Revision
-	switch {
-	case rev == "":
-		rev = "unknown revision"
-	case p.Modified:
-		rev += " with uncommitted changes"
-	}
-	return fmt.Sprintf("revision %s, %s %s/%s, %s, GOMAXPROCS %d, matrix products: %s", rev, p.GoVersion, p.OS, p.Arch, p.CPU, p.GOMAXPROCS, p.GEMM)
+	return fmt.Sprintf("revision %s, %s %s/%s, %s, GOMAXPROCS %d, matrix products: %s", p.RevisionText(), p.GoVersion, p.OS, p.Arch, p.CPU, p.GOMAXPROCS, p.GEMM)
 }
 
 // writeIndexEncoding counts ExDyna's index messages both ways, ours and its authors' code's,

@@ -73,7 +73,7 @@ func TestReport(t *testing.T) {
 		"| pipeline-ssfusion | not run with these settings: its folder holds results of other ones (lr: 0.5 → 0.1) |",
 		"![test accuracy against wall-clock time](accuracy-time.png)",
 		"| pipeline-multitensor (stopped at step 120) | 1.0 KB | 2.5 KB | 2.50x |",
-		"- 1 cell: revision abc123 with uncommitted changes, go1.26.8 linux/amd64, Some CPU, GOMAXPROCS 2, matrix products: avx2 assembly",
+		"- 1 cell: revision abc123 (modified), go1.26.8 linux/amd64, Some CPU, GOMAXPROCS 2, matrix products: avx2 assembly",
 		"- 1 cell: not recorded",
 	} {
 		if !strings.Contains(md, want) {

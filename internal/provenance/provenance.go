@@ -72,14 +72,19 @@ func Collect(gemm string) Info {
 
 // String is the line --version prints: the version, the revision and the toolchain.
 func (i Info) String() string {
-	rev := i.Revision
+	return fmt.Sprintf("%s, %s, %s %s/%s", i.Version, i.RevisionText(), i.GoVersion, i.OS, i.Arch)
+}
+
+// RevisionText is the revision, marked "(modified)" for a tree with uncommitted changes,
+// or "unknown revision".
+func (i Info) RevisionText() string {
 	switch {
-	case rev == "":
-		rev = "unknown revision"
+	case i.Revision == "":
+		return "unknown revision"
 	case i.Modified:
-		rev += " (modified)"
+		return i.Revision + " (modified)"
 	}
-	return fmt.Sprintf("%s, %s, %s %s/%s", i.Version, rev, i.GoVersion, i.OS, i.Arch)
+	return i.Revision
 }
 
 // cpuName is the CPU's brand string, or its vendor and family where it has none.
