@@ -5,7 +5,6 @@
 package provenance
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/klauspost/cpuid/v2"
+	"golang.org/x/mod/modfile"
 )
 
 // Info is what a result records of where it came from.
@@ -114,16 +114,6 @@ func fromGit(module string) (string, bool) {
 
 // declares tells whether the go.mod at path declares module.
 func declares(path, module string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) == 2 && fields[0] == "module" {
-			return strings.Trim(fields[1], `"`) == module
-		}
-	}
-	return false
+	data, err := os.ReadFile(path)
+	return err == nil && modfile.ModulePath(data) == module
 }
