@@ -3,7 +3,6 @@ package trainer
 import (
 	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,14 +25,10 @@ func openLiveMetrics(dir string, rows []Row) (*liveMetrics, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating output folder: %w", err)
 	}
-	table, err := encodeCSV(rows)
-	if err != nil {
-		return nil, fmt.Errorf("encoding metrics: %w", err)
-	}
-	path := filepath.Join(dir, "metrics.csv")
-	if err := WriteFileAtomic(path, table); err != nil {
+	if err := writeMetrics(dir, rows); err != nil {
 		return nil, err
 	}
+	path := filepath.Join(dir, "metrics.csv")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s to follow the run: %w", path, err)
@@ -108,9 +103,5 @@ func scalars(row Row) map[string]float64 {
 func (r *run) writeProgress() error {
 	s := r.summarize(nil)
 	s.Complete = false
-	js, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding summary: %w", err)
-	}
-	return WriteFileAtomic(filepath.Join(r.cfg.Out, "summary.json"), append(js, '\n'))
+	return writeSummary(r.cfg.Out, s)
 }

@@ -164,13 +164,23 @@ func writeOutputs(dir string, s *Summary, rows []Row) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating output folder: %w", err)
 	}
+	if err := writeSummary(dir, s); err != nil {
+		return err
+	}
+	return writeMetrics(dir, rows)
+}
+
+// writeSummary writes s as dir/summary.json, atomically.
+func writeSummary(dir string, s *Summary) error {
 	js, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding summary: %w", err)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, "summary.json"), append(js, '\n')); err != nil {
-		return err
-	}
+	return WriteFileAtomic(filepath.Join(dir, "summary.json"), append(js, '\n'))
+}
+
+// writeMetrics writes rows as dir/metrics.csv, atomically.
+func writeMetrics(dir string, rows []Row) error {
 	table, err := encodeCSV(rows)
 	if err != nil {
 		return fmt.Errorf("encoding metrics: %w", err)
