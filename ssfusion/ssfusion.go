@@ -117,14 +117,13 @@ func (s *stage) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, err
 			chosen = Choose(chosen, sizes, s.cfg.Density, s.cfg.Network, s.cfg.SelectPerElement, s.comm.Size())
 		}
 		for i, id := range bucket.Tensors {
+			// Under momentum correction the optimizer runs without momentum, so the dense
+			// tensors need theirs from the memory too.
 			memSizes[id] = -1
-			if s.cfg.Momentum > 0 {
-				// Under momentum correction the optimizer runs without momentum, so the
-				// dense tensors need theirs from the memory too.
+			if chosen[i] || s.cfg.Momentum > 0 {
 				memSizes[id] = sizes[i]
 			}
 			if chosen[i] {
-				memSizes[id] = sizes[i]
 				s.roles[id] = role{sparse: true, bucket: b, index: len(sparseIDs[b])}
 				sparseIDs[b] = append(sparseIDs[b], id)
 			} else {
