@@ -102,7 +102,7 @@ func preflight(path string, cells []experiments.Cell) error {
 		}
 		checked[key] = true
 		if err := trainer.CheckData(&c.Config); err != nil {
-			return fmt.Errorf("experiment %s needs data set %s: %w\n(pass the folder with --data-dir)", path, c.Config.Dataset, err)
+			return fmt.Errorf("experiment %s needs data set %s: %w\n(fetch it with `ssfusion data fetch %s`, or pass the folder with --data-dir)", path, c.Config.Dataset, err, c.Config.Dataset)
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"strings"
 )
 
 const cifarPixels = 3 * 32 * 32
@@ -12,16 +11,20 @@ const cifarPixels = 3 * 32 * 32
 var (
 	cifar10Source = source{
 		name: "CIFAR-10",
-		files: []string{"data_batch_1.bin ... data_batch_5.bin", "test_batch.bin",
-			"or a cifar-10-batches-bin/ directory holding them"},
-		url:    "https://www.cs.toronto.edu/~kriz/cifar.html (the binary version)",
-		subdir: []string{"cifar-10-batches-bin"},
+		files: []string{"data_batch_1.bin ... data_batch_5.bin and test_batch.bin (the binary version)",
+			"or data_batch_1 ... data_batch_5 and test_batch (the python version)",
+			"or a cifar-10-batches-bin/ or cifar-10-batches-py/ directory holding them"},
+		url:    "https://www.cs.toronto.edu/~kriz/cifar.html",
+		fetch:  "cifar10",
+		subdir: []string{"cifar-10-batches-bin", "cifar-10-batches-py"},
 	}
 	cifar100Source = source{
-		name:   "CIFAR-100",
-		files:  []string{"train.bin", "test.bin", "or a cifar-100-binary/ directory holding them"},
-		url:    "https://www.cs.toronto.edu/~kriz/cifar.html (the binary version)",
-		subdir: []string{"cifar-100-binary"},
+		name: "CIFAR-100",
+		files: []string{"train.bin and test.bin (the binary version)", "or train and test (the python version)",
+			"or a cifar-100-binary/ or cifar-100-python/ directory holding them"},
+		url:    "https://www.cs.toronto.edu/~kriz/cifar.html",
+		fetch:  "cifar100",
+		subdir: []string{"cifar-100-binary", "cifar-100-python"},
 	}
 )
 
@@ -31,62 +34,61 @@ type cifarFormat struct {
 	labelBytes int   // 1 for CIFAR-10; 2 for CIFAR-100 (coarse, fine)
 	labelAt    int   // which label byte is used
 	maxLabel   []int // exclusive bound of every label byte, for validation
+	pickleKey  string
 }
 
 func (f cifarFormat) record() int { return f.labelBytes + cifarPixels }
 
-// LoadCIFAR10 reads the binary version of CIFAR-10 from dir or dir/cifar-10-batches-bin/.
+// LoadCIFAR10 reads CIFAR-10 from dir, dir/cifar-10-batches-bin/ (the binary version) or
+// dir/cifar-10-batches-py/ (the python version, which torchvision downloads).
 func LoadCIFAR10(dir string) (train, test *ImageSet, err error) {
-	src := cifar10Source
-	d, err := src.dir(dir, "data_batch_1.bin")
-	if err != nil {
-		return nil, nil, err
-	}
-	f := cifarFormat{labelBytes: 1, labelAt: 0, maxLabel: []int{10}}
-	train, err = loadCIFAR(d, "cifar10", 10, f, src,
-		"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin")
-	if err != nil {
-		return nil, nil, err
-	}
-	test, err = loadCIFAR(d, "cifar10", 10, f, src, "test_batch.bin")
-	if err != nil {
-		return nil, nil, err
-	}
-	return train, test, nil
+	f := cifarFormat{labelBytes: 1, labelAt: 0, maxLabel: []int{10}, pickleKey: "labels"}
+	return loadCIFARSplits(dir, "cifar10", 10, f, cifar10Source,
+		[]string{"data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5"}, "test_batch")
 }
 
-// LoadCIFAR100 reads the binary version of CIFAR-100 from dir or dir/cifar-100-binary/, using
-// the fine labels (100 classes).
+// LoadCIFAR100 reads CIFAR-100 from dir, dir/cifar-100-binary/ or dir/cifar-100-python/,
+// using the fine labels (100 classes).
 func LoadCIFAR100(dir string) (train, test *ImageSet, err error) {
-	src := cifar100Source
-	d, err := src.dir(dir, "train.bin")
+	f := cifarFormat{labelBytes: 2, labelAt: 1, maxLabel: []int{20, 100}, pickleKey: "fine_labels"}
+	return loadCIFARSplits(dir, "cifar100", 100, f, cifar100Source, []string{"train"}, "test")
+}
+
+// loadCIFARSplits finds the folder holding the batches, in either version, and reads them;
+// files are named without their .bin suffix.
+func loadCIFARSplits(dir, name string, classes int, f cifarFormat, src source, trainFiles []string, testFile string) (train, test *ImageSet, err error) {
+	first := trainFiles[0]
+	d, err := src.dir(dir, first+".bin", first)
 	if err != nil {
 		return nil, nil, err
 	}
-	f := cifarFormat{labelBytes: 2, labelAt: 1, maxLabel: []int{20, 100}}
-	train, err = loadCIFAR(d, "cifar100", 100, f, src, "train.bin")
-	if err != nil {
+	suffix := ".bin"
+	if _, binary := firstExisting(d, []string{first + ".bin"}); !binary {
+		suffix = ""
+	}
+	if train, err = loadCIFAR(d, name, classes, f, src, suffix, trainFiles...); err != nil {
 		return nil, nil, err
 	}
-	test, err = loadCIFAR(d, "cifar100", 100, f, src, "test.bin")
-	if err != nil {
+	if test, err = loadCIFAR(d, name, classes, f, src, suffix, testFile); err != nil {
 		return nil, nil, err
 	}
 	return train, test, nil
 }
 
-func loadCIFAR(dir, name string, classes int, f cifarFormat, src source, files ...string) (*ImageSet, error) {
+// loadCIFAR reads batch files of the binary version (suffix ".bin") or the python version.
+func loadCIFAR(dir, name string, classes int, f cifarFormat, src source, suffix string, files ...string) (*ImageSet, error) {
 	set := &ImageSet{Name: name, C: 3, H: 32, W: 32, Classes: classes}
 	for _, file := range files {
-		path, err := src.file(dir, file)
+		path, err := src.file(dir, file+suffix)
 		if err != nil {
-			if _, ok := firstExisting(dir, []string{strings.TrimSuffix(file, ".bin")}); ok {
-				err = fmt.Errorf("%w (found %s without .bin: that is the Python version; the binary version is needed)",
-					err, strings.TrimSuffix(file, ".bin"))
-			}
 			return nil, err
 		}
-		if err := readCIFARFile(path, f, src, set); err != nil {
+		if suffix == "" {
+			err = readCIFARPickle(path, f.pickleKey, src, set)
+		} else {
+			err = readCIFARFile(path, f, src, set)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -105,8 +107,8 @@ func readCIFARFile(path string, f cifarFormat, src source, set *ImageSet) error 
 		if bytes.HasPrefix(raw, gzipMagic) {
 			hint = " (the file is gzip-compressed: extract the .tar.gz archive first)"
 		}
-		return fmt.Errorf("%s: %s is %d bytes, expected a positive multiple of %d (%s records of %d label byte(s) + %d pixel bytes; %d bytes for a batch of 10000)%s; get the binary version from %s",
-			src.name, path, len(raw), rec, src.name, f.labelBytes, cifarPixels, 10000*rec, hint, src.url)
+		return fmt.Errorf("%s: %s is %d bytes, expected a positive multiple of %d (%s records of %d label byte(s) + %d pixel bytes; %d bytes for a batch of 10000)%s; %s",
+			src.name, path, len(raw), rec, src.name, f.labelBytes, cifarPixels, 10000*rec, hint, src.getIt())
 	}
 	n := len(raw) / rec
 	set.Pixels = append(set.Pixels, make([]uint8, n*cifarPixels)...)
@@ -116,7 +118,7 @@ func readCIFARFile(path string, f cifarFormat, src source, set *ImageSet) error 
 		for j, bound := range f.maxLabel {
 			if int(r[j]) >= bound {
 				return fmt.Errorf("%s: %s: record %d has label byte %d = %d, expected 0..%d (is this the %s binary version? %s)",
-					src.name, path, i, j, r[j], bound-1, src.name, src.url)
+					src.name, path, i, j, r[j], bound-1, src.name, src.getIt())
 			}
 		}
 		set.Labels = append(set.Labels, int32(r[f.labelAt]))

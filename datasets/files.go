@@ -17,12 +17,19 @@ type source struct {
 	name   string   // human name, e.g. "MNIST"
 	files  []string // what the directory must contain, as shown to the user
 	url    string   // where the data set can be obtained
-	subdir []string // sub-directories an unpacked archive creates, tried after dir itself
+	fetch  string   // the name `ssfusion data fetch` knows it by
+	subdir []string // sub-directories an unpacked archive or torchvision creates, tried after dir itself
 }
 
 func (s source) wants() string {
-	return fmt.Sprintf("--data-dir should be a directory containing %s; get %s from %s",
-		strings.Join(s.files, ", "), s.name, s.url)
+	return fmt.Sprintf("--data-dir should be a directory containing %s; %s",
+		strings.Join(s.files, ", "), s.getIt())
+}
+
+// getIt says how to obtain the data set.
+func (s source) getIt() string {
+	return fmt.Sprintf("`ssfusion data fetch %s` downloads %s into data/%s, or get it from %s",
+		s.fetch, s.name, s.fetch, s.url)
 }
 
 // dir resolves the directory that actually holds the files: dir itself when it contains

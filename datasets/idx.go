@@ -18,35 +18,41 @@ var (
 		name: "MNIST",
 		files: []string{"train-images-idx3-ubyte[.gz]", "train-labels-idx1-ubyte[.gz]",
 			"t10k-images-idx3-ubyte[.gz]", "t10k-labels-idx1-ubyte[.gz]"},
-		url: "http://yann.lecun.com/exdb/mnist/",
+		url:    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+		fetch:  "mnist",
+		subdir: []string{"MNIST/raw"}, // where torchvision puts them
 	}
 	fashionSource = source{
-		name:  "Fashion-MNIST",
-		files: mnistSource.files,
-		url:   "https://github.com/zalandoresearch/fashion-mnist",
+		name:   "Fashion-MNIST",
+		files:  mnistSource.files,
+		url:    "https://github.com/zalandoresearch/fashion-mnist",
+		fetch:  "fashion-mnist",
+		subdir: []string{"FashionMNIST/raw"},
 	}
 )
 
-// LoadMNIST reads the MNIST training and test sets from dir, which holds the four IDX files
-// under their original names, gzip-compressed or not.
+// LoadMNIST reads the MNIST training and test sets from dir, or dir/MNIST/raw/ as torchvision
+// lays them out: the four IDX files under their original names, gzip-compressed or not.
 func LoadMNIST(dir string) (train, test *ImageSet, err error) {
 	return loadIDXPair(dir, "mnist", mnistSource)
 }
 
-// LoadFashionMNIST reads Fashion-MNIST from dir; it uses the same file names and format as MNIST.
+// LoadFashionMNIST reads Fashion-MNIST from dir or dir/FashionMNIST/raw/; it uses the same file
+// names and format as MNIST.
 func LoadFashionMNIST(dir string) (train, test *ImageSet, err error) {
 	return loadIDXPair(dir, "fashion-mnist", fashionSource)
 }
 
 func loadIDXPair(dir, name string, src source) (train, test *ImageSet, err error) {
-	if _, err := src.dir(dir, idxCandidates("train-images-idx3-ubyte")...); err != nil {
-		return nil, nil, err
-	}
-	train, err = loadIDXSet(dir, name, "train", src)
+	d, err := src.dir(dir, idxCandidates("train-images-idx3-ubyte")...)
 	if err != nil {
 		return nil, nil, err
 	}
-	test, err = loadIDXSet(dir, name, "t10k", src)
+	train, err = loadIDXSet(d, name, "train", src)
+	if err != nil {
+		return nil, nil, err
+	}
+	test, err = loadIDXSet(d, name, "t10k", src)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -101,18 +101,38 @@ func TestLoadMNISTFormats(t *testing.T) {
 			fx := newMNISTFixture(5, 3)
 			dir := t.TempDir()
 			fx.write(t, dir, tt.gz)
-			for _, load := range []struct {
-				name string
-				fn   func(string) (*ImageSet, *ImageSet, error)
-			}{{"mnist", LoadMNIST}, {"fashion-mnist", LoadFashionMNIST}} {
-				train, test, err := load.fn(dir)
-				if err != nil {
-					t.Fatalf("%s: %v", load.name, err)
-				}
-				sameImages(t, train, fx.train, load.name)
-				sameImages(t, test, fx.test, load.name)
-			}
+			fx.loadsFrom(t, dir)
 		})
+	}
+}
+
+// TestLoadMNISTTorchvisionLayout reads the folder torchvision's MNIST(root, download=True)
+// and FashionMNIST leave: root/MNIST/raw/ and root/FashionMNIST/raw/ with the gzipped files.
+func TestLoadMNISTTorchvisionLayout(t *testing.T) {
+	fx := newMNISTFixture(4, 2)
+	root := t.TempDir()
+	gz := map[string]string{}
+	for name := range fx.files {
+		gz[name] = ".gz"
+	}
+	fx.write(t, filepath.Join(root, "MNIST", "raw"), gz)
+	fx.write(t, filepath.Join(root, "FashionMNIST", "raw"), gz)
+	fx.loadsFrom(t, root)
+}
+
+// loadsFrom checks that both IDX readers read the fixture from dir.
+func (f mnistFixture) loadsFrom(t *testing.T, dir string) {
+	t.Helper()
+	for _, load := range []struct {
+		name string
+		fn   func(string) (*ImageSet, *ImageSet, error)
+	}{{"mnist", LoadMNIST}, {"fashion-mnist", LoadFashionMNIST}} {
+		train, test, err := load.fn(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", load.name, err)
+		}
+		sameImages(t, train, f.train, load.name)
+		sameImages(t, test, f.test, load.name)
 	}
 }
 
@@ -132,7 +152,7 @@ func TestLoadMNISTDottedNames(t *testing.T) {
 }
 
 func TestLoadMNISTErrors(t *testing.T) {
-	const url = "http://yann.lecun.com/exdb/mnist/"
+	const url = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 	tests := []struct {
 		name  string
 		edit  func(t *testing.T, dir string, files map[string][]byte) // changes the fixture before writing

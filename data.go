@@ -1,0 +1,214 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/ssfusion/ssfusion/datasets/fetch"
+	"github.com/ssfusion/ssfusion/trainer"
+	"golang.org/x/term"
+)
+
+func newDataCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "data",
+		Short: "Download, list and check the data sets",
+		Long: `Download the public data sets with pinned SHA-256 checksums, list them, check them.
+
+Each data set goes into its own folder under --dir (default data/), which is where train
+and run look for it when --data-dir is not given. MNIST needs no download: a copy ships
+in the Go module cache.`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	root := cmd.PersistentFlags().String("dir", fetch.DefaultRoot, "folder under which each data set has its own folder")
+	cmd.AddCommand(newDataListCommand(root), newDataFetchCommand(root), newDataVerifyCommand(root))
+	return cmd
+}
+
+func newDataListCommand(root *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the data sets that can be fetched, their size, source and whether they are here",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSIZE\tFILES\tHERE\tDATA SET\tSOURCE")
+			for _, d := range fetch.Catalog() {
+				here := "no"
+				if len(fetch.Verify(d, filepath.Join(*root, d.Name))) == 0 {
+					here = "yes"
+				} else if _, err := os.Stat(filepath.Join(*root, d.Name)); err == nil {
+					here = "partly"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Name, humanize.Bytes(uint64(d.Size())), len(d.Files),
+					here, d.Title, hostOf(d.Files[0].URLs[0]))
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "\nHERE looks in %s/NAME. MNIST also ships in the Go module cache, which train uses without a download.\n", *root)
+			return nil
+		},
+	}
+}
+
+func hostOf(url string) string {
+	rest, _ := strings.CutPrefix(url, "https://")
+	rest, _ = strings.CutPrefix(rest, "http://")
+	host, _, _ := strings.Cut(rest, "/")
+	return host
+}
+
+func newDataFetchCommand(root *string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fetch NAME...",
+		Short: "Download data sets, check their checksums and unpack them",
+		Long: `Download data sets into --dir/NAME, check every file's size and SHA-256, and unpack
+archives into the layout train reads. Mirrors are tried in order; an interrupted download
+is resumed by the next fetch; a file with the wrong checksum is removed and reported.
+Names: ` + strings.Join(fetch.Names(), ", ") + ".",
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+	}
+	mirror := cmd.Flags().String("mirror", "", "base URL to download every file from, by its file name, instead of the public mirrors (a site's own copy)")
+	cmd.RunE = func(cmd *cobra.Command, names []string) error {
+		sets, err := lookupAll(names)
+		if err != nil {
+			return usage(err)
+		}
+		client := &fetch.Client{NewBar: downloadBar(cmd.ErrOrStderr()), Logf: stderrLogf(cmd)}
+		for _, d := range sets {
+			if *mirror != "" {
+				d = d.WithMirror(*mirror)
+			}
+			dir := filepath.Join(*root, d.Name)
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s, %s in %d file(s), into %s\n", d.Name, d.Title, humanize.Bytes(uint64(d.Size())), len(d.Files), dir)
+			if err := client.Fetch(cmd.Context(), d, dir); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ready in %s (train --dataset %s%s)\n", d.Name, dir, d.Name, dataDirHint(*root, d.Name))
+		}
+		return nil
+	}
+	return cmd
+}
+
+// dataDirHint is the --data-dir flag train needs for a data set fetched under root, if any.
+func dataDirHint(root, name string) string {
+	if filepath.Clean(root) == fetch.DefaultRoot {
+		return ""
+	}
+	return " --data-dir " + filepath.Join(root, name)
+}
+
+func newDataVerifyCommand(root *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify [NAME...]",
+		Short: "Check the checksums of fetched data sets and that train can read them (all fetched ones by default)",
+		Args:  usageArgs(cobra.ArbitraryArgs),
+		RunE: func(cmd *cobra.Command, names []string) error {
+			sets, err := lookupAll(names)
+			if err != nil {
+				return usage(err)
+			}
+			if len(names) == 0 {
+				sets = fetchedSets(*root)
+				if len(sets) == 0 {
+					return fmt.Errorf("no data set has been fetched into %s (see `ssfusion data list`)", *root)
+				}
+			}
+			bad := 0
+			for _, d := range sets {
+				dir := filepath.Join(*root, d.Name)
+				problems := fetch.Verify(d, dir)
+				if len(problems) == 0 {
+					if err := readable(d.Name, dir); err != nil {
+						problems = append(problems, err)
+					}
+				}
+				if len(problems) == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d file(s), checksums match, readable)\n", d.Name, len(d.Files))
+					continue
+				}
+				bad++
+				for _, p := range problems {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %v\n", d.Name, p)
+				}
+			}
+			if bad > 0 {
+				return fmt.Errorf("%d of %d data set(s) failed the check; `ssfusion data fetch NAME` repairs them", bad, len(sets))
+			}
+			return nil
+		},
+	}
+}
+
+func lookupAll(names []string) ([]fetch.Dataset, error) {
+	var sets []fetch.Dataset
+	for _, n := range names {
+		d, err := fetch.Lookup(n)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, d)
+	}
+	return sets, nil
+}
+
+// fetchedSets lists the catalog's data sets that have a folder under root.
+func fetchedSets(root string) []fetch.Dataset {
+	var sets []fetch.Dataset
+	for _, d := range fetch.Catalog() {
+		if _, err := os.Stat(filepath.Join(root, d.Name)); err == nil {
+			sets = append(sets, d)
+		}
+	}
+	return sets
+}
+
+// readable loads the data set from dir as train would.
+func readable(name, dir string) error {
+	cfg := trainer.Defaults()
+	cfg.Dataset, cfg.DataDir = name, dir
+	if name == "ptb" || name == "wikitext2" {
+		cfg.Model = "lstm"
+	}
+	return trainer.CheckData(&cfg)
+}
+
+// downloadBar draws a byte-counting bar on a terminal; elsewhere downloads are only logged.
+func downloadBar(w io.Writer) func(string, int64, int64) io.WriteCloser {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return func(label string, size, done int64) io.WriteCloser {
+		bar := progressbar.NewOptions64(size,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription(label),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100e6),
+			progressbar.OptionShowCount(),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+		)
+		bar.Set64(done)
+		return barCloser{bar}
+	}
+}
+
+type barCloser struct{ *progressbar.ProgressBar }
+
+func (b barCloser) Close() error { return b.Finish() }
+
+func stderrLogf(cmd *cobra.Command) func(string, ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)
+	}
+}
