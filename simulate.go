@@ -396,7 +396,7 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 	}
 	v := newValidator(selection, f.tolerance)
 	v.Train = func(cells []experiments.Cell, force bool) error {
-		show := newCellDisplay(len(cells))
+		show := newCellDisplay()
 		if force {
 			show.logf("validation: measuring %d runs again, whose predictions missed by more than %.0f%%", len(cells), 100*f.tolerance)
 		} else {
@@ -404,7 +404,6 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 		}
 		r := experiments.Runner{Train: show.train, Progress: show.progress, Force: force}
 		_, err := r.Run(cmd.Context(), cells)
-		show.finish()
 		return err
 	}
 	return v.Validate(cmd.Context(), cells)

@@ -60,10 +60,11 @@ func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 			launch.MasterAddr = net.JoinHostPort(nodes.masterAddr, strconv.Itoa(nodes.masterPort))
 			launch.Token = os.Getenv(dist.EnvJobToken)
 		}
-		if term.IsTerminal(int(os.Stderr.Fd())) {
-			// Rank 0 draws its progress bar on this terminal, which its prefixed lines
-			// would break; it finds it at file descriptor 3.
-			launch.RankZeroFiles = []*os.File{os.Stderr}
+		if tty := progressTerminal(); tty != nil {
+			// Rank 0 draws its progress bar on this terminal (or the one `run` handed this
+			// launcher), which its prefixed lines would break; it finds it at file
+			// descriptor 3.
+			launch.RankZeroFiles = []*os.File{tty}
 			launch.Env = append(launch.Env, progressFDEnv+"=3")
 		}
 		return dist.Launch(ctx, launch)

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/creack/pty"
 	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/trainer"
@@ -262,5 +265,40 @@ func TestTwoNodesFormOneJob(t *testing.T) {
 	cmd, out := command(t, dir, "train", "--model", "mlp", "--dataset", "synthetic", "--workers", "2", "--nnodes", "2", "--node-rank", "1")
 	if err := cmd.Wait(); exitCodeOf(t, err) != 2 || !strings.Contains(out.String(), "--master-addr") {
 		t.Errorf("--nnodes 2 without --master-addr: %v\n%s", err, out)
+	}
+}
+
+// On a terminal, the training's progress bar reaches it from rank 0 of a multi-worker job
+// and from each cell of an experiment, though neither writes to the terminal directly.
+func TestProgressBarReachesTheTerminal(t *testing.T) {
+	dir := t.TempDir()
+	exp := filepath.Join(dir, "exp.yaml")
+	os.WriteFile(exp, []byte("name: bar\nbase: {model: mlp, dataset: synthetic, max-steps: 30, eval-samples: 64}\nmatrix:\n  workers: [2]\n"), 0o644)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"train with workers", []string{"train", "--model", "mlp", "--dataset", "synthetic", "--workers", "2", "--max-steps", "30", "--eval-samples", "64", "--out", filepath.Join(dir, "train")}},
+		{"run", []string{"run", exp, "--results", filepath.Join(dir, "results")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], tc.args...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), mainEnv+"=1")
+			tty, err := pty.Start(cmd)
+			if err != nil {
+				t.Skipf("no pseudo-terminal here: %v", err)
+			}
+			defer tty.Close()
+			var screen bytes.Buffer
+			io.Copy(&screen, tty) // ends with an error once the command has exited
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("%v\n%s", err, screen.String())
+			}
+			// The bar's count of steps, as the trainer's bar draws it.
+			if !regexp.MustCompile(`\(\d+/30, `).MatchString(screen.String()) {
+				t.Errorf("no progress bar on the terminal:\n%q", screen.String())
+			}
+		})
 	}
 }
