@@ -104,6 +104,7 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.Int("check-every", d.CheckEvery, "compare parameter checksums across ranks every N steps")
 	f.String("out", d.Out, "output folder")
 	f.Int("checkpoint-every", d.CheckpointEvery, "write a checkpoint into <out>/checkpoint every N steps (0: never)")
+	f.Bool("save-best", d.SaveBest, "also write the weights of the best evaluation so far to <out>/model-best.safetensors (highest test accuracy; lowest test loss for lstm)")
 	f.Bool("tensorboard", d.TensorBoard, "also write TensorBoard event files into <out>/tensorboard (loss, lr, samples/s, bytes, density; test accuracy and loss)")
 	f.String("profile-out", d.ProfileOut, "write rank 0's measured compute per step (forward, backward per gradient, update; mean after 2 warm-up steps) to this JSON file for the scale simulator; written only when training succeeds")
 	f.String("resume", d.Resume, "continue the run whose checkpoint is in this folder, with its configuration unless flags change it")

@@ -51,7 +51,7 @@ func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 	case cfg.Workers > 1 && cfg.Backend == "inproc":
 		return runInProc(ctx, cfg)
 	case cfg.Workers > 1 || nodes.nodes > 1:
-		if err := beforeLaunch(cfg); err != nil {
+		if err := beforeLaunch(cfg, cfg.Workers*nodes.nodes); err != nil {
 			return err
 		}
 		launch := dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil)}
@@ -75,8 +75,9 @@ func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 
 // beforeLaunch checks, before the launcher starts a process, what would otherwise fail in
 // every worker once all have started: that the results can be written, and that every
-// rank's shard of the data fills at least one batch.
-func beforeLaunch(cfg trainer.Config) error {
+// rank's shard of the data fills at least one batch when the job has world ranks in all
+// (on every node).
+func beforeLaunch(cfg trainer.Config, world int) error {
 	cfg.Resolve()
 	if cfg.Out == "" {
 		cfg.Out = trainer.DefaultOut(&cfg)
@@ -84,6 +85,7 @@ func beforeLaunch(cfg trainer.Config) error {
 	if err := trainer.CheckOut(cfg.Out); err != nil {
 		return err
 	}
+	cfg.Workers = world
 	return trainer.CheckData(&cfg)
 }
 

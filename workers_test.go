@@ -189,23 +189,26 @@ func TestBeforeLaunch(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(c *trainer.Config)
+		nodes  int
 		want   string
 	}{
-		{"too many workers", func(c *trainer.Config) { c.Workers = 1000 }, "make no batch"},
-		{"unwritable output", func(c *trainer.Config) { c.Out = filepath.Join(file, "out") }, "output folder"},
+		{"too many workers", func(c *trainer.Config) { c.Workers = 1000 }, 1, "make no batch"},
+		// 5000 synthetic images make 2 batches of 1000 for each of 2 ranks, none for 8.
+		{"too many nodes", func(c *trainer.Config) { c.BatchSize = 1000 }, 4, "make no batch"},
+		{"unwritable output", func(c *trainer.Config) { c.Out = filepath.Join(file, "out") }, 1, "output folder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := trainer.Defaults()
 			cfg.Model, cfg.Dataset, cfg.Workers, cfg.Out = "mlp", "synthetic", 2, t.TempDir()
 			tc.change(&cfg)
-			if err := beforeLaunch(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if err := beforeLaunch(cfg, cfg.Workers*tc.nodes); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
 			}
 		})
 	}
 	cfg := trainer.Defaults()
-	cfg.Model, cfg.Dataset, cfg.Workers, cfg.Out = "mlp", "synthetic", 2, t.TempDir()
-	if err := beforeLaunch(cfg); err != nil {
+	cfg.Model, cfg.Dataset, cfg.Workers, cfg.Out, cfg.BatchSize = "mlp", "synthetic", 2, t.TempDir(), 1000
+	if err := beforeLaunch(cfg, 2); err != nil {
 		t.Fatalf("a job that can run: %v", err)
 	}
 }

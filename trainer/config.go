@@ -108,6 +108,10 @@ type Config struct {
 	// step's loss, learning rate, samples/s, bytes sent and density, each evaluation's
 	// accuracy, loss and perplexity.
 	TensorBoard bool `mapstructure:"tensorboard" json:"tensorboard"`
+	// SaveBest has rank 0 write the weights of the best evaluation so far to
+	// Out/model-best.safetensors: the highest test accuracy, or for a language model the
+	// lowest test loss.
+	SaveBest bool `mapstructure:"save-best" json:"save_best"`
 }
 
 // Defaults returns the configuration a bare `train` runs with.

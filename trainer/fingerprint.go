@@ -16,10 +16,10 @@ const ResultsVersion = 2 // 2: ExDyna measures its threshold and rebalances towa
 // SafeKeys are the config keys that do not shape a run's results, which may therefore
 // change between a run and its resumption, or between an experiment's runs, without making
 // the results stale: where the data and outputs live, how often to log, evaluate, check and
-// checkpoint, whether to write TensorBoard files, and the transport's address and failure
+// checkpoint, whether to write TensorBoard files or the best evaluation's weights, and the transport's address and failure
 // timeout. Every other key shapes the results (the trained model, its accuracy curve, or its
 // measured speed).
-var SafeKeys = []string{"data-dir", "out", "resume", "profile-out", "checkpoint-every", "log-every", "eval-every", "check-every", "bind-addr", "timeout", "resume-changed", "tensorboard"}
+var SafeKeys = []string{"data-dir", "out", "resume", "profile-out", "checkpoint-every", "log-every", "eval-every", "check-every", "bind-addr", "timeout", "resume-changed", "tensorboard", "save-best"}
 
 // structuralKeys are the result-shaping keys a checkpoint cannot be resumed across at
 // all: the saved parameters, data order and pipeline state would not fit.

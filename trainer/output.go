@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,13 +193,18 @@ func writeMetrics(dir string, rows []Row) error {
 // rename, so that a reader (or an interrupted run) never sees half a file.
 func WriteFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
 
-// weightsFile is the trained model a finished run leaves in its folder.
-const weightsFile = "model.safetensors"
+// Weights files: the trained model a finished run leaves in its folder, and with SaveBest
+// the model of its best evaluation.
+const (
+	weightsFile     = "model.safetensors"
+	bestWeightsFile = "model-best.safetensors"
+)
 
-// writeWeights writes the trained parameters and buffers (BatchNorm's running statistics)
-// to weightsFile, in safetensors, under the names and shapes the model gives them, so that
+// writeWeights writes the parameters and buffers (BatchNorm's running statistics) to file in
+// the run's folder, in safetensors, under the names and shapes the model gives them, so that
 // tools outside Go (PyTorch's safetensors.torch.load_file among them) can load the model.
-func (r *run) writeWeights() error {
+// The metadata say what the weights are and, for the best evaluation's, how good.
+func (r *run) writeWeights(file string, extra map[string]string) error {
 	var tensors []safetensors.Tensor
 	for _, set := range [][]nets.Param{r.params, r.model.Buffers()} {
 		for _, p := range set {
@@ -206,9 +212,10 @@ func (r *run) writeWeights() error {
 		}
 	}
 	meta := map[string]string{"model": r.cfg.Model, "dataset": r.cfg.Dataset, "pipeline": r.cfg.Pipeline, "steps": strconv.Itoa(r.step)}
-	path := filepath.Join(r.cfg.Out, weightsFile)
+	maps.Copy(meta, extra)
+	path := filepath.Join(r.cfg.Out, file)
 	if err := safetensors.Write(path, tensors, meta); err != nil {
-		return fmt.Errorf("writing the trained model to %s: %w", path, err)
+		return fmt.Errorf("writing the model to %s: %w", path, err)
 	}
 	return nil
 }

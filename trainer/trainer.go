@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
@@ -98,7 +99,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 		}
 		opts.Logf("wrote %s", filepath.Join(cfg.Out, "summary.json"))
 		if trainErr == nil {
-			if err := r.writeWeights(); err != nil {
+			if err := r.writeWeights(weightsFile, nil); err != nil {
 				return s, err
 			}
 		}
@@ -433,6 +434,36 @@ func (r *run) evaluate() error {
 		msg += fmt.Sprintf(", perplexity %.2f", *ev.Perplexity)
 	}
 	r.opts.Logf("%s, accuracy %.2f%% on %d samples", msg, 100**ev.Accuracy, ev.Samples)
+	return r.saveIfBest(ev)
+}
+
+// saveIfBest writes the weights as the best evaluation's when ev beats every earlier
+// evaluation of the run, resumed parts included (their rows are the record): the highest
+// accuracy, or for a language model the lowest loss, whose exponential is the perplexity.
+func (r *run) saveIfBest(ev *Eval) error {
+	if !r.cfg.SaveBest || r.rank != 0 {
+		return nil
+	}
+	score := func(acc, loss *float64) float64 {
+		if r.cfg.IsLanguageModel() {
+			return -*loss
+		}
+		return *acc
+	}
+	now := score(ev.Accuracy, ev.Loss)
+	for _, row := range r.rows {
+		if row.Kind == "eval" && row.Step != r.step && row.EvalAcc != nil && row.EvalLoss != nil &&
+			score(row.EvalAcc, row.EvalLoss) >= now {
+			return nil
+		}
+	}
+	meta := map[string]string{"best_step": strconv.Itoa(r.step),
+		"best_accuracy": strconv.FormatFloat(*ev.Accuracy, 'g', -1, 64),
+		"best_loss":     strconv.FormatFloat(*ev.Loss, 'g', -1, 64)}
+	if err := r.writeWeights(bestWeightsFile, meta); err != nil {
+		return err
+	}
+	r.opts.Logf("best evaluation so far: wrote %s", filepath.Join(r.cfg.Out, bestWeightsFile))
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/csv"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -491,5 +492,57 @@ func TestTensorBoard(t *testing.T) {
 				t.Errorf("the event file lacks %q", tag)
 			}
 		}
+	}
+}
+
+// With SaveBest, model-best.safetensors holds the weights of the evaluation with the
+// highest accuracy, the earliest among equals, and says which it was.
+func TestSaveBestKeepsTheBestEvaluation(t *testing.T) {
+	cfg := quick(t, "mlp", "synthetic", 30)
+	cfg.EvalEvery, cfg.EvalSamples, cfg.SaveBest, cfg.LR = 3, 64, true, 0.1
+	if _, err := Run(context.Background(), cfg, Options{Logf: t.Logf}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(cfg.Out, "metrics.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	table, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, name := range table[0] {
+		col[name] = i
+	}
+	bestStep, bestAcc, evals := "", -1.0, 0
+	for _, row := range table[1:] {
+		if row[col["kind"]] != "eval" {
+			continue
+		}
+		evals++
+		if acc, _ := strconv.ParseFloat(row[col["eval_accuracy"]], 64); acc > bestAcc {
+			bestStep, bestAcc = row[col["step"]], acc
+		}
+	}
+	weights, err := os.ReadFile(filepath.Join(cfg.Out, "model-best.safetensors"))
+	if err != nil {
+		t.Fatalf("no best model after %d evaluations: %v", evals, err)
+	}
+	n := binary.LittleEndian.Uint64(weights)
+	var header struct {
+		Meta map[string]string `json:"__metadata__"`
+	}
+	if err := json.Unmarshal(weights[8:8+n], &header); err != nil {
+		t.Fatal(err)
+	}
+	acc, _ := strconv.ParseFloat(header.Meta["best_accuracy"], 64)
+	if header.Meta["best_step"] != bestStep || math.Abs(acc-bestAcc) > 1e-6 {
+		t.Errorf("model-best.safetensors is from step %s (accuracy %v); metrics.csv's best is step %s (%v)",
+			header.Meta["best_step"], acc, bestStep, bestAcc)
+	}
+	if bestStep == table[len(table)-1][col["step"]] {
+		t.Logf("the best evaluation is the last; the test shows less than it could")
 	}
 }
