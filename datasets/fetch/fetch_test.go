@@ -62,8 +62,8 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cut {
 		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		w.WriteHeader(http.StatusOK)
+		s.count(s.cutAfter) // before the bytes leave, so that the client never sees them uncounted
 		w.Write(data[:s.cutAfter])
-		s.count(s.cutAfter)
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler) // drops the connection mid-body
 	}
@@ -75,6 +75,12 @@ func (s *server) count(n int) {
 	s.mu.Lock()
 	s.served += n
 	s.mu.Unlock()
+}
+
+func (s *server) bytesServed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served
 }
 
 func (s *server) requests() []string {
@@ -89,9 +95,8 @@ type countingWriter struct {
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
-	w.s.count(n)
-	return n, err
+	w.s.count(len(p)) // before the bytes leave, so that the client never sees them uncounted
+	return w.ResponseWriter.Write(p)
 }
 
 func sum(data []byte) string {
@@ -254,8 +259,8 @@ func TestFetchResumesAfterACutConnection(t *testing.T) {
 			if got := s.requests(); strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("Range headers %q, want %q", got, tc.want)
 			}
-			if s.served != tc.served {
-				t.Errorf("served %d bytes, want %d", s.served, tc.served)
+			if got := s.bytesServed(); got != tc.served {
+				t.Errorf("served %d bytes, want %d", got, tc.served)
 			}
 			if len(bars) != 2 || bars[1] != tc.resumed {
 				t.Errorf("progress bars started at %v, want [0 %d]", bars, tc.resumed)
@@ -276,8 +281,8 @@ func TestFetchResumesAnInterruptedRun(t *testing.T) {
 	if got := s.requests(); len(got) != 1 || got[0] != "bytes=12345-" {
 		t.Errorf("requests %q, want one for bytes=12345-", got)
 	}
-	if s.served != 50_000-12345 {
-		t.Errorf("served %d bytes, want only the missing %d", s.served, 50_000-12345)
+	if got := s.bytesServed(); got != 50_000-12345 {
+		t.Errorf("served %d bytes, want only the missing %d", got, 50_000-12345)
 	}
 }
 
