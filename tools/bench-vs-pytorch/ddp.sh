@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Times data-parallel training of ResNet-20 on loopback: ours (train --workers P --pipeline
+# dense) against PyTorch DistributedDataParallel with gloo, same model, batch and optimizer, in
+# one run, and prints global samples/s and their ratio. See README.md in this folder.
+set -euo pipefail
+
+usage() {
+	cat <<'EOF2'
+Usage: tools/bench-vs-pytorch/ddp.sh [options]
+
+  --procs LIST      comma-separated process counts (default 2,4)
+  --steps N         timed steps per run (default 30; both sides also run warm-up steps)
+  --batch N         batch per process (default 32)
+  --repeats N       runs per side and process count, alternating ours and PyTorch; the table
+                    gives medians (default 1)
+  -h, --help        this text
+
+Each process gets max(1, cores / P) threads on both sides: GOMAXPROCS for ours (the launcher
+sets it), torch.set_num_threads for PyTorch. May install python3-torch with apt-get, as run.sh
+does, and says so before it does.
+EOF2
+}
+
+procs=2,4
+steps=30
+batch=32
+repeats=1
+while (($#)); do
+	case $1 in
+	--procs) procs=${2:?--procs needs a list}; shift ;;
+	--steps) steps=${2:?--steps needs a number}; shift ;;
+	--batch) batch=${2:?--batch needs a number}; shift ;;
+	--repeats) repeats=${2:?--repeats needs a number}; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "ddp.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+for v in "$steps" "$batch" "$repeats" ${procs//,/ }; do
+	[[ $v =~ ^[1-9][0-9]*$ ]] || { echo "ddp.sh: expected a positive integer, got $v" >&2; exit 2; }
+done
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+[[ -f go.mod && -d nets ]] || { echo "ddp.sh: $root does not look like the ssfusion repository" >&2; exit 1; }
+command -v go >/dev/null || { echo "ddp.sh: the go command is not on the PATH" >&2; exit 1; }
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+ensure_torch
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "==> Building ours"
+go build -o "$tmp/ssfusion" .
+cores=$(nproc)
+echo "==> $cores cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(go version | cut -d' ' -f3); PyTorch $("$py" -c 'import torch; print(torch.__version__)')"
+
+# ours prints the global samples/s of one data-parallel run with p workers: summary.json's
+# throughput, which counts every rank's samples over the timed steps (the first is untimed).
+ours() {
+	local p=$1 out=$tmp/ours-$1-$2
+	"$tmp/ssfusion" train --model resnet20 --dataset synthetic --workers "$p" --pipeline dense \
+		--batch-size "$batch" --max-steps $((steps + 1)) --eval-every 100000 --eval-samples 64 \
+		--lr 0.1 --momentum 0.9 --weight-decay 5e-4 --out "$out" >"$out.log" 2>&1 || {
+		echo "ddp.sh: our run failed (workers $p):" >&2
+		tail -20 "$out.log" >&2
+		return 1
+	}
+	"$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["throughput"]["samples_per_s"])' "$out/summary.json"
+}
+
+theirs() {
+	local p=$1
+	OMP_NUM_THREADS=$((cores / p > 0 ? cores / p : 1)) OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} \
+		"$py" "$here/torch_ddp.py" --procs "$p" --threads $((cores / p > 0 ? cores / p : 1)) \
+		--batch "$batch" --iters "$steps" --warmup 3
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+row() { printf '| %-9s | %14s | %14s | %12s |\n' "$@"; }
+table=$(
+	row processes "ours" "PyTorch DDP" "ours/PyTorch"
+	row --------- -------------- -------------- ------------
+)
+for p in ${procs//,/ }; do
+	: >"$tmp/o" && : >"$tmp/t"
+	for ((r = 1; r <= repeats; r++)); do
+		echo "==> $p processes, run $r of $repeats: ours"
+		ours "$p" "$r" >>"$tmp/o"
+		echo "==> $p processes, run $r of $repeats: PyTorch DDP"
+		theirs "$p" >>"$tmp/t"
+	done
+	o=$(median <"$tmp/o")
+	t=$(median <"$tmp/t")
+	table+=$'\n'$(row "$p" "$(printf '%.1f' "$o")" "$(printf '%.1f' "$t")" "$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.2f", a / b }')")
+done
+
+echo
+echo "ResNet-20, 3x32x32 synthetic images, batch $batch per process, SGD (momentum 0.9, weight decay"
+echo "5e-4), loopback; global samples/s over $steps timed steps, median of $repeats run(s) per side."
+echo
+echo "$table"
