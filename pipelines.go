@@ -54,6 +54,14 @@ var pipelines = map[string]newPipeline{
 		}
 		return baselines.NewExDyna(comm, tensors, sparseConfig(cfg), opts...)
 	},
+	"powersgd": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		if cfg.MomentumCorrection {
+			return nil, errors.New("momentum-correction applies to sparsifying pipelines only; PowerSGD keeps momentum in the optimizer, as the DDP hook does")
+		}
+		return baselines.NewPowerSGD(comm, tensors, fusionBytes(cfg), baselines.PowerSGDConfig{
+			Rank: cfg.PowerSGDRank, WarmupSteps: cfg.PowerSGDWarmupSteps, ErrorFeedback: cfg.ErrorFeedback, Seed: uint64(cfg.Seed),
+		})
+	},
 	// SSFusion and its ablations. The paper's code calls the variant without offloading or
 	// interleaving plain "SSFusion"; here "ssfusion" is the whole system.
 	"ssfusion":       ssfusionVariant(true, true),
@@ -130,7 +138,7 @@ func checkPipeline(cfg trainer.Config) error {
 	if err != nil {
 		return err
 	}
-	tensors := []pipeline.Tensor{{ID: 0, Name: "w", Dims: 2, Grad: make([]float32, 64)}}
+	tensors := []pipeline.Tensor{{ID: 0, Name: "w", Dims: 2, Shape: []int{8, 8}, Grad: make([]float32, 64)}}
 	p, err := buildAlone(build, &cfg, net, tensors)
 	if err != nil {
 		return fmt.Errorf("pipeline %s: %w", cfg.Pipeline, err)

@@ -95,6 +95,8 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.Float64("cost-alpha", d.CostAlpha, "planners' link (SSFusion's chooser, SAFusion's buffer sizing): start-up time per message, seconds (e.g. 5.2e-4); needs --cost-beta")
 	f.Float64("cost-beta", d.CostBeta, "planners' link (SSFusion's chooser, SAFusion's buffer sizing): time per byte, seconds (e.g. 8.6e-10); 0: the emulated link, else none (SSFusion: size threshold alone; SAFusion: 10 Gbit/s)")
 	f.String("exdyna-threshold", d.ExDynaThreshold, "ExDyna's threshold: measured (ours: estimated in every step from samples shared in the allgather, so the density holds from the first step) or paper (1/(2 sqrt(k)) at first, then steps of half a percent)")
+	f.Int("powersgd-rank", d.PowerSGDRank, "PowerSGD: rank of the approximation of each matrix-shaped gradient")
+	f.Int("powersgd-warmup-steps", d.PowerSGDWarmupSteps, "PowerSGD: first steps allreduced densely (the DDP hook's start_powerSGD_iter)")
 	f.Float64("select-ns", d.SelectNS, "SSFusion's chooser: selection time per element, nanoseconds")
 	f.String("backend", d.Backend, "collectives backend: tcp, inproc, mpi")
 	f.String("bandwidth", d.Bandwidth, "emulated link bandwidth, e.g. 1Gbit (empty: unlimited)")

@@ -1,6 +1,6 @@
 // Package baselines holds the gradient pipelines SSFusion is compared with: dense
 // allreduce with tensor fusion (Horovod's wait-free backpropagation), per-tensor and
-// multi-tensor top-k sparsification, SAFusion and ExDyna.
+// multi-tensor top-k sparsification, SAFusion, ExDyna and PowerSGD's low-rank compression.
 package baselines
 
 import (

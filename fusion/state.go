@@ -10,6 +10,16 @@ import (
 // memoryOwner is a Stage with error-feedback memory, nil until the stage is planned.
 type memoryOwner interface{ Memory() *compress.Memory }
 
+// ExtraStater is a Stage that keeps state of its own between steps beyond error-feedback
+// memory (PowerSGD: its warm-started factors), which checkpoints carry in
+// pipeline.State.Extra.
+type ExtraStater interface {
+	// ExtraState encodes the state; nil before the stage is planned.
+	ExtraState() ([]byte, error)
+	// RestoreExtra adopts an encoded state; it is called after Plan.
+	RestoreExtra([]byte) error
+}
+
 // State implements pipeline.Stateful.
 func (f *Fusion) State() (pipeline.State, error) {
 	if f.broken != nil {
@@ -24,6 +34,16 @@ func (f *Fusion) State() (pipeline.State, error) {
 	} else if f.restored != nil {
 		// Not planned yet: what was restored is still the state.
 		st.Residuals, st.Momenta = f.restored.Residuals, f.restored.Momenta
+	}
+	if x, ok := f.stage.(ExtraStater); ok {
+		extra, err := x.ExtraState()
+		if err != nil {
+			return pipeline.State{}, err
+		}
+		st.Extra = extra
+		if st.Extra == nil && f.restored != nil {
+			st.Extra = f.restored.Extra
+		}
 	}
 	return st, nil
 }
@@ -41,7 +61,7 @@ func (f *Fusion) Restore(st pipeline.State) error {
 	if _, ok := f.stage.(memoryOwner); !ok && (st.Residuals != nil || st.Momenta != nil) {
 		return fmt.Errorf("pipeline: this pipeline keeps no error-feedback memory, the state holds some")
 	}
-	if st.Extra != nil {
+	if _, ok := f.stage.(ExtraStater); !ok && st.Extra != nil {
 		return fmt.Errorf("pipeline: this pipeline keeps no state of its own beyond memory, the state holds %d bytes of it", len(st.Extra))
 	}
 	f.steps.Store(st.Steps)
@@ -62,6 +82,11 @@ func (f *Fusion) applyRestored() error {
 	}
 	st := f.restored
 	f.restored = nil
+	if x, ok := f.stage.(ExtraStater); ok && st.Extra != nil {
+		if err := x.RestoreExtra(st.Extra); err != nil {
+			return fmt.Errorf("restoring state: %w", err)
+		}
+	}
 	owner, ok := f.stage.(memoryOwner)
 	if !ok || owner.Memory() == nil {
 		if st.Residuals != nil {

@@ -22,7 +22,11 @@ type Tensor struct {
 	// a fully connected weight or an embedding, 1 for a bias or a norm's scale); 0 when
 	// unknown. A rule that selects tensors by their shape reads it (SSFusion's rank rule).
 	Dims int
-	Grad []float32
+	// Shape is the parameter's shape, outermost dimension first (PyTorch's layouts: a
+	// convolution kernel is [out, in, k, k]); nil when unknown, as in a simulation from a
+	// profile. A pipeline that compresses tensors as matrices reads it (PowerSGD).
+	Shape []int
+	Grad  []float32
 }
 
 // Pipeline synchronises gradients across workers, one step at a time.

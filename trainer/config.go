@@ -70,6 +70,11 @@ type Config struct {
 	// every step from samples the workers share in their allgather) or "paper"
 	// (1/(2 sqrt(k)) at the start, then steps of half a percent).
 	ExDynaThreshold string `mapstructure:"exdyna-threshold" json:"exdyna_threshold"`
+	// PowerSGDRank is the rank of PowerSGD's approximation of each matrix-shaped gradient.
+	PowerSGDRank int `mapstructure:"powersgd-rank" json:"powersgd_rank"`
+	// PowerSGDWarmupSteps are PowerSGD's first steps, allreduced densely (the DDP hook's
+	// start_powerSGD_iter).
+	PowerSGDWarmupSteps int `mapstructure:"powersgd-warmup-steps" json:"powersgd_warmup_steps"`
 	// MomentumCorrection moves SGD momentum into a sparsifying pipeline's error-feedback
 	// memory (DGC); the optimizer then runs without momentum.
 	MomentumCorrection bool `mapstructure:"momentum-correction" json:"momentum_correction"`
@@ -144,6 +149,7 @@ func Defaults() Config {
 		SelectWorkers:   1,
 		SelectNS:        3,
 		ExDynaThreshold: "measured",
+		PowerSGDRank:    2,
 		Backend:         "tcp",
 		BindAddr:        "127.0.0.1",
 		Timeout:         60 * time.Second,
@@ -258,6 +264,12 @@ func (c *Config) Validate() error {
 	}
 	if c.DensityWarmupSteps < 0 {
 		bad("density-warmup-steps must not be negative, got %d", c.DensityWarmupSteps)
+	}
+	if c.PowerSGDRank < 1 {
+		bad("powersgd-rank must be at least 1, got %d", c.PowerSGDRank)
+	}
+	if c.PowerSGDWarmupSteps < 0 {
+		bad("powersgd-warmup-steps must not be negative, got %d", c.PowerSGDWarmupSteps)
 	}
 	if c.SelectWorkers < 1 {
 		bad("select-workers must be at least 1, got %d", c.SelectWorkers)

@@ -176,7 +176,7 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 	}
 	tensors := make([]pipeline.Tensor, len(r.params))
 	for i, p := range r.params {
-		tensors[i] = pipeline.Tensor{ID: i, Name: p.Name, Dims: len(p.Shape), Grad: p.Grad}
+		tensors[i] = pipeline.Tensor{ID: i, Name: p.Name, Dims: len(p.Shape), Shape: p.Shape, Grad: p.Grad}
 	}
 	if opts.NewPipeline == nil {
 		r.pipe = pipeline.NewLocal(tensors)
