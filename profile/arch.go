@@ -53,8 +53,13 @@ func Architecture(name string) ([]Layer, error) {
 // archBuilder collects an architecture's tensors in forward order.
 type archBuilder struct{ layers []Layer }
 
-func (b *archBuilder) add(name string, dims, numel int, flops float64) {
-	b.layers = append(b.layers, Layer{Name: name, Numel: numel, ForwardFLOPs: flops, Dims: dims})
+// add adds a tensor of the given shape, as the framework stores it.
+func (b *archBuilder) add(name string, shape []int, flops float64) {
+	numel := 1
+	for _, d := range shape {
+		numel *= d
+	}
+	b.layers = append(b.layers, Layer{Name: name, Numel: numel, ForwardFLOPs: flops, Dims: len(shape), Shape: shape})
 }
 
 // extra adds work without a parameter tensor to the last tensor added (see Layer for why
@@ -64,34 +69,41 @@ func (b *archBuilder) extra(flops float64) { b.layers[len(b.layers)-1].ForwardFL
 // conv adds a k x k convolution producing cout channels of hout x wout.
 func (b *archBuilder) conv(name string, cin, cout, k, hout, wout int, bias bool) {
 	out := float64(cout * hout * wout)
-	b.add(name+".weight", 4, cout*cin*k*k, 2*float64(cin*k*k)*out)
+	b.add(name+".weight", []int{cout, cin, k, k}, 2*float64(cin*k*k)*out)
 	if bias {
-		b.add(name+".bias", 1, cout, biasFLOPs*out)
+		b.add(name+".bias", []int{cout}, biasFLOPs*out)
 	}
 }
 
 // batchNorm adds a BatchNorm over c channels of h x w.
 func (b *archBuilder) batchNorm(name string, c, h, w int) {
 	out := float64(c * h * w)
-	b.add(name+".weight", 1, c, normFLOPs*out)
-	b.add(name+".bias", 1, c, biasFLOPs*out)
+	b.add(name+".weight", []int{c}, normFLOPs*out)
+	b.add(name+".bias", []int{c}, biasFLOPs*out)
 }
 
-// linear adds a linear layer applied to rows vectors per sample (the sequence length).
+// linear adds a linear layer applied to rows vectors per sample (the sequence length),
+// its weight stored out x in as PyTorch's nn.Linear stores it.
 func (b *archBuilder) linear(name string, in, out, rows int) {
-	b.add(name+".weight", 2, in*out, 2*float64(rows)*float64(in*out))
-	b.add(name+".bias", 1, out, biasFLOPs*float64(rows*out))
+	b.add(name+".weight", []int{out, in}, 2*float64(rows)*float64(in*out))
+	b.add(name+".bias", []int{out}, biasFLOPs*float64(rows*out))
+}
+
+// conv1D adds GPT-2's Conv1D, a linear layer whose weight is stored in x out.
+func (b *archBuilder) conv1D(name string, in, out, rows int) {
+	b.add(name+".weight", []int{in, out}, 2*float64(rows)*float64(in*out))
+	b.add(name+".bias", []int{out}, biasFLOPs*float64(rows*out))
 }
 
 // layerNorm adds a LayerNorm of width d applied to rows vectors per sample.
 func (b *archBuilder) layerNorm(name string, d, rows int) {
-	b.add(name+".weight", 1, d, normFLOPs*float64(rows*d))
-	b.add(name+".bias", 1, d, biasFLOPs*float64(rows*d))
+	b.add(name+".weight", []int{d}, normFLOPs*float64(rows*d))
+	b.add(name+".bias", []int{d}, biasFLOPs*float64(rows*d))
 }
 
 // embedding adds an n x d table looked up rows times per sample.
 func (b *archBuilder) embedding(name string, n, d, rows int) {
-	b.add(name+".weight", 2, n*d, lookupFLOPs*float64(rows*d))
+	b.add(name+".weight", []int{n, d}, lookupFLOPs*float64(rows*d))
 }
 
 // resnet builds torchvision's bottleneck ResNet (v1.5: the stride is in the 3x3 conv) with
@@ -193,8 +205,7 @@ func bert(s transformerShape) []Layer {
 	return b.layers
 }
 
-// gpt2 builds Hugging Face's GPT2Model. Its Conv1D weights are stored in x out, which
-// changes no count.
+// gpt2 builds Hugging Face's GPT2Model, whose projections are Conv1D layers.
 func gpt2(s transformerShape) []Layer {
 	b := &archBuilder{}
 	d, n := s.hidden, s.seq
@@ -203,12 +214,12 @@ func gpt2(s transformerShape) []Layer {
 	for i := range s.layers {
 		p := fmt.Sprintf("h.%d.", i)
 		b.layerNorm(p+"ln_1", d, n)
-		b.linear(p+"attn.c_attn", d, 3*d, n)
+		b.conv1D(p+"attn.c_attn", d, 3*d, n)
 		b.extra(attentionFLOPs(s))
-		b.linear(p+"attn.c_proj", d, d, n)
+		b.conv1D(p+"attn.c_proj", d, d, n)
 		b.layerNorm(p+"ln_2", d, n)
-		b.linear(p+"mlp.c_fc", d, s.ffn, n)
-		b.linear(p+"mlp.c_proj", s.ffn, d, n)
+		b.conv1D(p+"mlp.c_fc", d, s.ffn, n)
+		b.conv1D(p+"mlp.c_proj", s.ffn, d, n)
 	}
 	b.layerNorm("ln_f", d, n)
 	return b.layers

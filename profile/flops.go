@@ -21,12 +21,14 @@ import (
 //
 // Dims is the number of dimensions of the tensor as the framework stores it (4 for a
 // convolution kernel, 2 for a linear weight or an embedding, 1 for a bias or a norm's
-// scale); 0 when unknown.
+// scale); 0 when unknown. Shape is the tensor's shape as the framework stores it; nil when
+// unknown.
 type Layer struct {
 	Name         string
 	Numel        int
 	ForwardFLOPs float64
 	Dims         int
+	Shape        []int
 }
 
 // Backward costs about twice forward: each weighted layer computes both the gradient of
@@ -64,7 +66,7 @@ func FromFLOPs(model, source string, batch int, arch []Layer, iterationMS, updat
 		UpdateMS:  updateMS,
 	}
 	for i, l := range arch {
-		p.Tensors[len(arch)-1-i] = Tensor{Name: l.Name, Numel: l.Numel, Dims: l.Dims, BackwardMS: backward * l.ForwardFLOPs / total}
+		p.Tensors[len(arch)-1-i] = Tensor{Name: l.Name, Numel: l.Numel, Dims: l.Dims, Shape: l.Shape, BackwardMS: backward * l.ForwardFLOPs / total}
 	}
 	// Check catches what the arguments above do not (an empty model name, a batch <= 0).
 	if err := p.Check(); err != nil {

@@ -51,6 +51,9 @@ type Tensor struct {
 	// kernel, 2 for a linear weight or an embedding, 1 for a bias or a norm's scale); 0 or
 	// absent when unknown, as in profiles written before it was recorded.
 	Dims int `json:"dims,omitempty"`
+	// Shape is the parameter's shape as the framework stores it (PyTorch's layouts);
+	// absent when unknown. A pipeline that compresses gradients as matrices needs it.
+	Shape []int `json:"shape,omitempty"`
 	// BackwardMS is the backward time from the previous tensor's readiness (or backward's
 	// start, for the first) to this tensor's.
 	BackwardMS float64 `json:"backward_ms"`
@@ -121,12 +124,30 @@ func (p *Profile) Check() error {
 			return fmt.Errorf("tensor %d (%s): numel must be positive, got %d", i, t.Name, t.Numel)
 		case t.Dims < 0:
 			return fmt.Errorf("tensor %d (%s): dims must not be negative (0: unknown), got %d", i, t.Name, t.Dims)
+		case t.Shape != nil && !shapeFits(t.Shape, t.Numel, t.Dims):
+			return fmt.Errorf("tensor %d (%s): shape %v does not hold %d elements in %d dimensions", i, t.Name, t.Shape, t.Numel, t.Dims)
 		case !validTime(t.BackwardMS):
 			return fmt.Errorf("tensor %d (%s): backward_ms must be a time in [0, %d] ms, got %g", i, t.Name, maxMS, t.BackwardMS)
 		}
 		seen[t.Name] = true
 	}
 	return nil
+}
+
+// shapeFits reports whether shape holds numel elements in dims dimensions (any number when
+// dims is 0, unknown).
+func shapeFits(shape []int, numel, dims int) bool {
+	if dims != 0 && len(shape) != dims {
+		return false
+	}
+	n := 1
+	for _, d := range shape {
+		if d <= 0 {
+			return false
+		}
+		n *= d
+	}
+	return n == numel
 }
 
 // maxMS bounds every time of a profile: a day, far beyond any training step, and far

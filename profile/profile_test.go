@@ -132,6 +132,8 @@ func TestParseErrors(t *testing.T) {
 		{"zero batch", `{"model":"m","batch_size":0,"forward_ms":1,"tensors":[{"name":"a","numel":3,"backward_ms":0.5}],"update_ms":0.1}`, `"batch_size" must be positive`},
 		{"zero numel", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":0,"backward_ms":0.5}],"update_ms":0.1}`, `numel must be positive`},
 		{"negative dims", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":3,"dims":-1,"backward_ms":0.5}],"update_ms":0.1}`, `tensor 0 (a): dims must not be negative`},
+		{"shape of another size", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":6,"dims":2,"shape":[2,2],"backward_ms":0.5}],"update_ms":0.1}`, `tensor 0 (a): shape [2 2] does not hold 6 elements in 2 dimensions`},
+		{"shape of other dims", `{"model":"m","batch_size":2,"forward_ms":1,"tensors":[{"name":"a","numel":6,"dims":1,"shape":[2,3],"backward_ms":0.5}],"update_ms":0.1}`, `does not hold 6 elements in 1 dimensions`},
 		{"not JSON", `{"model":`, `decoding JSON`},
 	}
 	for _, tt := range tests {
@@ -194,7 +196,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 }
 
 func TestFromFLOPs(t *testing.T) {
-	arch := []Layer{{"a", 10, 100, 4}, {"b", 20, 300, 1}, {"c", 5, 0, 0}, {"d", 1, 600, 2}}
+	arch := []Layer{{"a", 10, 100, 4, nil}, {"b", 20, 300, 1, nil}, {"c", 5, 0, 0, nil}, {"d", 1, 600, 2, nil}}
 	p, err := FromFLOPs("toy", "test", 8, arch, 31, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +269,7 @@ func TestBuiltinIsFLOPSplit(t *testing.T) {
 }
 
 func TestFromFLOPsErrors(t *testing.T) {
-	ok := []Layer{{"w", 4, 8, 0}, {"b", 2, 1, 0}}
+	ok := []Layer{{"w", 4, 8, 0, nil}, {"b", 2, 1, 0, nil}}
 	tests := []struct {
 		name      string
 		model     string
@@ -277,12 +279,12 @@ func TestFromFLOPsErrors(t *testing.T) {
 		want      string
 	}{
 		{"no layers", "m", 1, nil, 10, 1, "no tensors"},
-		{"unnamed", "m", 1, []Layer{{"", 1, 1, 0}}, 10, 1, "layer 0 has no name"},
-		{"duplicate", "m", 1, []Layer{{"w", 1, 1, 0}, {"w", 1, 1, 0}}, 10, 1, `name "w" appears twice`},
-		{"zero numel", "m", 1, []Layer{{"w", 0, 1, 0}}, 10, 1, "numel must be positive"},
-		{"negative FLOPs", "m", 1, []Layer{{"w", 1, -1, 0}}, 10, 1, "forward FLOPs must be finite and >= 0"},
-		{"NaN FLOPs", "m", 1, []Layer{{"w", 1, math.NaN(), 0}}, 10, 1, "forward FLOPs must be finite"},
-		{"no FLOPs", "m", 1, []Layer{{"w", 1, 0, 0}}, 10, 1, "must sum to a positive"},
+		{"unnamed", "m", 1, []Layer{{"", 1, 1, 0, nil}}, 10, 1, "layer 0 has no name"},
+		{"duplicate", "m", 1, []Layer{{"w", 1, 1, 0, nil}, {"w", 1, 1, 0, nil}}, 10, 1, `name "w" appears twice`},
+		{"zero numel", "m", 1, []Layer{{"w", 0, 1, 0, nil}}, 10, 1, "numel must be positive"},
+		{"negative FLOPs", "m", 1, []Layer{{"w", 1, -1, 0, nil}}, 10, 1, "forward FLOPs must be finite and >= 0"},
+		{"NaN FLOPs", "m", 1, []Layer{{"w", 1, math.NaN(), 0, nil}}, 10, 1, "forward FLOPs must be finite"},
+		{"no FLOPs", "m", 1, []Layer{{"w", 1, 0, 0, nil}}, 10, 1, "must sum to a positive"},
 		{"zero iteration", "m", 1, ok, 0, 0, "iteration time must be positive"},
 		{"infinite iteration", "m", 1, ok, math.Inf(1), 0, "iteration time must be positive and finite"},
 		{"negative update", "m", 1, ok, 10, -1, "update time must be"},

@@ -190,7 +190,7 @@ func (rk *rankRun) run(ctx context.Context, steps int) ([]stepRecord, error) {
 	rk.tensors = make([]pipeline.Tensor, n)
 	for i, t := range prof.Tensors {
 		id := n - 1 - i // the profile lists tensors in backprop order, ids follow forward order
-		rk.tensors[id] = pipeline.Tensor{ID: id, Name: t.Name, Dims: t.Dims, Grad: make([]float32, t.Numel)}
+		rk.tensors[id] = pipeline.Tensor{ID: id, Name: t.Name, Dims: t.Dims, Shape: t.Shape, Grad: make([]float32, t.Numel)}
 	}
 	pipe, err := rk.job.Pipeline(rk.comm, rk.tensors)
 	if err != nil {

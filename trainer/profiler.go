@@ -145,7 +145,7 @@ func (p *profiler) result(params []nets.Param) (prof *profile.Profile, used int,
 	prof = &profile.Profile{ForwardMS: mean[0], TailMS: mean[p.n+1], UpdateMS: mean[p.n+2]}
 	prof.Tensors = make([]profile.Tensor, p.n)
 	for i, id := range p.order {
-		prof.Tensors[i] = profile.Tensor{Name: params[id].Name, Numel: params[id].Numel(), Dims: len(params[id].Shape), BackwardMS: mean[i+1]}
+		prof.Tensors[i] = profile.Tensor{Name: params[id].Name, Numel: params[id].Numel(), Dims: len(params[id].Shape), Shape: params[id].Shape, BackwardMS: mean[i+1]}
 	}
 	return prof, steps - first, nil
 }
