@@ -54,6 +54,13 @@ var pipelines = map[string]newPipeline{
 		}
 		return baselines.NewExDyna(comm, tensors, sparseConfig(cfg), opts...)
 	},
+	"omgs": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		var plan netmodel.Network // the zero network: the 10 Gbit/s default
+		if net != nil {
+			plan = *net
+		}
+		return baselines.NewOMGS(comm, tensors, fusionBytes(cfg), sparseConfig(cfg), plan, cfg.SelectNS*1e-9, 0)
+	},
 	"powersgd": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		if cfg.MomentumCorrection {
 			return nil, errors.New("momentum-correction applies to sparsifying pipelines only; PowerSGD keeps momentum in the optimizer, as the DDP hook does")

@@ -2,6 +2,7 @@ package baselines
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
@@ -31,19 +32,25 @@ type multiTensor struct {
 }
 
 // Plan binds the memories of each bucket's tensors back to back into one buffer, which
-// the bucket-wide selection reads in place.
+// the bucket-wide selection reads in place. A later plan (OMGS-SGD re-plans) moves every
+// residual into the new buffers.
 func (p *multiTensor) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, error) {
 	if err := p.plan(e, buckets); err != nil {
 		return nil, false, err
 	}
 	p.buckets = buckets
+	p.fused = p.fused[:0]
 	parts := make([]int, len(buckets))
+	mem := p.c.Memory()
 	for b, bucket := range buckets {
 		fused := make([]float32, bucket.Numel)
 		for i, id := range bucket.Tensors {
-			if err := p.c.Memory().Bind(id, fused[bucket.Offsets[i]:bucket.Offsets[i]+len(p.tensors[id].Grad)]); err != nil {
+			kept := slices.Clone(mem.Residual(id))
+			into := fused[bucket.Offsets[i] : bucket.Offsets[i]+len(p.tensors[id].Grad)]
+			if err := mem.Bind(id, into); err != nil {
 				return nil, false, err
 			}
+			copy(into, kept)
 		}
 		p.fused = append(p.fused, fused)
 		parts[b] = 1

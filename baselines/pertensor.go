@@ -54,15 +54,20 @@ type sparseStage struct {
 	bufs    []*fusion.SparseBuffer
 }
 
+// plan builds the sparse buffers of a plan. The compressor, with the error-feedback memory,
+// is created by the first plan and kept by later ones (a stage that re-plans).
 func (p *sparseStage) plan(e fusion.Engine, buckets []fusion.Bucket) error {
 	p.e = e
-	sel, err := compress.NewSelector(p.cfg.Selector, p.cfg.Seed+uint64(p.comm.Rank()))
-	if err != nil {
-		return err
+	if p.c == nil {
+		sel, err := compress.NewSelector(p.cfg.Selector, p.cfg.Seed+uint64(p.comm.Rank()))
+		if err != nil {
+			return err
+		}
+		if p.c, err = fusion.NewCompressor(e, p.cfg, pipeline.Sizes(p.tensors), sel); err != nil {
+			return err
+		}
 	}
-	if p.c, err = fusion.NewCompressor(e, p.cfg, pipeline.Sizes(p.tensors), sel); err != nil {
-		return err
-	}
+	p.bufs = p.bufs[:0]
 	for _, bucket := range buckets {
 		p.bufs = append(p.bufs, fusion.NewSparseBuffer(p.tensors, bucket.Tensors))
 	}

@@ -1,11 +1,8 @@
 package baselines
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-	"time"
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
@@ -91,11 +88,7 @@ func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdByt
 	if err != nil {
 		return nil, nil, fmt.Errorf("SAFusion: %w", err)
 	}
-	s := &saFusion{
-		comm: comm, tensors: tensors, cfg: cfg, net: net, warmup: warmupSteps, sel: sel,
-		backward: make([]time.Duration, len(tensors)), selection: make([]time.Duration, len(tensors)),
-		stepBackward: make([]time.Duration, len(tensors)), stepSelection: make([]time.Duration, len(tensors)),
-	}
+	s := &saFusion{comm: comm, tensors: tensors, cfg: cfg, net: net, sel: sel, timer: newWarmupTimer(warmupSteps, len(tensors))}
 	f, err := fusion.New(comm, tensors, thresholdBytes, s, true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("SAFusion: %w", err)
@@ -109,7 +102,6 @@ type saFusion struct {
 	tensors []pipeline.Tensor
 	cfg     compress.Config
 	net     netmodel.Network
-	warmup  int
 
 	e       fusion.Engine
 	sel     compress.Selector    // selection runs on the pushing goroutine only
@@ -117,16 +109,7 @@ type saFusion struct {
 	buckets []fusion.Bucket
 	bufs    []*alignedBuffer
 
-	// Warm-up timing, by tensor id. Only steps whose gradients arrive as backward produces
-	// them are timed (not the replayed first step).
-	warmed        int             // warm-up steps finished
-	timed         int             // of which timed
-	backward      []time.Duration // sums over the timed steps
-	selection     []time.Duration
-	stepBackward  []time.Duration // the current step's
-	stepSelection []time.Duration
-	lastEnd       time.Time // when the previous Process call returned...
-	lastStep      int       // ...in this step
+	timer *warmupTimer // the warm-up steps' timings of backward and selection
 
 	// Test hooks, nil in use.
 	onGather func(step, buffer int, lengths []int)      // message lengths by rank, on receipt
@@ -159,35 +142,19 @@ func (p *saFusion) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, 
 
 // Process selects tensor id's k_i pairs and pads them to exactly k_i.
 //
-// In timed warm-up steps it measures the tensor's backward time as the time from the
-// return of the previous Process call of the step to this call, which is what the model
-// spent between the two gradients (the first tensor of a step gets 0: the start of backward
-// is not seen, and the planner does not need it), and its selection time as everything
-// this call does before the tensor's pairs are ready (accumulation, selection, padding).
+// In timed warm-up steps it measures the tensor's backward time (see warmupTimer) and its
+// selection time as everything this call does before the tensor's pairs are ready
+// (accumulation, selection, padding).
 func (p *saFusion) Process(id int, s fusion.Slot, grad []float32) error {
-	clock := p.e.Clock()
-	start := clock.Now()
-	step := p.e.Step()
-	timing := p.warmed < p.warmup && !p.e.Replayed()
-	if timing {
-		var b time.Duration
-		if p.lastStep == step && !p.lastEnd.IsZero() {
-			b = start.Sub(p.lastEnd)
-		}
-		p.stepBackward[id] = b
-	}
+	start := p.timer.begin(p.e, id)
 	part := &p.bufs[s.Bucket].Parts[s.Index]
 	if err := p.c.Compress(id, grad, part); err != nil {
 		return err
 	}
 	pad(part, p.c.K(len(grad)))
-	if timing {
-		p.stepSelection[id] = clock.Since(start)
-	}
+	p.timer.prepared(p.e, id, start)
 	p.e.Done(s.Bucket)
-	if timing {
-		p.lastEnd, p.lastStep = clock.Now(), step
-	}
+	p.timer.end(p.e)
 	return nil
 }
 
@@ -227,18 +194,7 @@ func (p *saFusion) Finish() error {
 			return fmt.Errorf("SAFusion: fusion buffer %d: %w", b, err)
 		}
 	}
-	if p.warmed >= p.warmup {
-		return nil
-	}
-	if !p.e.Replayed() {
-		for id := range p.tensors {
-			p.backward[id] += p.stepBackward[id]
-			p.selection[id] += p.stepSelection[id]
-		}
-		p.timed++
-	}
-	p.warmed++
-	if p.warmed < p.warmup {
+	if !p.timer.stepDone(p.e) {
 		return nil
 	}
 	if err := p.replan(); err != nil {
@@ -251,32 +207,17 @@ func (p *saFusion) Finish() error {
 // Fusion to adopt the plan from the next step on. Every rank calls it at the end of the
 // same step, after the step's collectives have completed, so the broadcast is matched.
 func (p *saFusion) replan() error {
-	var order []int
-	for _, b := range p.buckets {
-		order = append(order, b.Tensors...)
-	}
-	const floatBytes = 8
-	wire := make([]byte, 2*floatBytes*len(order))
-	if p.comm.Rank() == 0 && p.timed > 0 {
-		for i, id := range order {
-			binary.LittleEndian.PutUint64(wire[2*floatBytes*i:], math.Float64bits(p.backward[id].Seconds()/float64(p.timed)))
-			binary.LittleEndian.PutUint64(wire[2*floatBytes*i+floatBytes:], math.Float64bits(p.selection[id].Seconds()/float64(p.timed)))
-		}
-	}
-	if err := p.comm.Broadcast(wire, 0); err != nil {
-		return fmt.Errorf("agreeing on the warm-up timings: %w", err)
+	order := planOrder(p.buckets)
+	backward, selection, err := p.timer.agree(p.comm, order)
+	if err != nil {
+		return err
 	}
 	timings := make([]tensorTiming, len(order))
 	for i, id := range order {
-		b := math.Float64frombits(binary.LittleEndian.Uint64(wire[2*floatBytes*i:]))
-		s := math.Float64frombits(binary.LittleEndian.Uint64(wire[2*floatBytes*i+floatBytes:]))
-		if !(b >= 0 && s >= 0) || math.IsInf(b+s, 0) {
-			return fmt.Errorf("rank 0 sent timings %g s and %g s for tensor %d", b, s, id)
-		}
 		// The buffers are planned for the target density, which holds after any DGC
 		// density warm-up.
 		k := compress.KFor(len(p.tensors[id].Grad), p.cfg.Density)
-		timings[i] = tensorTiming{Bytes: float64(compress.SparseHeaderBytes + compress.SparsePairBytes*k), Backward: b, Select: s}
+		timings[i] = tensorTiming{Bytes: float64(compress.SparseHeaderBytes + compress.SparsePairBytes*k), Backward: backward[i], Select: selection[i]}
 	}
 	counts := planBuffers(timings, p.net, p.comm.Size())
 	if p.onReplan != nil {

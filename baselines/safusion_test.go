@@ -623,8 +623,8 @@ func TestSAFusionArgumentErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.warmup != DefaultSAFusionWarmup || s.net != flatLink(5.2e-4, 8.6e-10) {
-		t.Errorf("defaults: warm-up %d, network %+v", s.warmup, s.net)
+	if s.timer.steps != DefaultSAFusionWarmup || s.net != flatLink(5.2e-4, 8.6e-10) {
+		t.Errorf("defaults: warm-up %d, network %+v", s.timer.steps, s.net)
 	}
 }
 
