@@ -54,6 +54,9 @@ var pipelines = map[string]newPipeline{
 		}
 		return baselines.NewExDyna(comm, tensors, sparseConfig(cfg), opts...)
 	},
+	"cupcake": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewCupcake(comm, tensors, sparseConfig(cfg), 0)
+	},
 	"omgs": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		var plan netmodel.Network // the zero network: the 10 Gbit/s default
 		if net != nil {

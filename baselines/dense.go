@@ -1,7 +1,7 @@
 // Package baselines holds the gradient pipelines SSFusion is compared with: dense
 // allreduce with tensor fusion (Horovod's wait-free backpropagation), per-tensor and
-// multi-tensor top-k sparsification, OMGS-SGD's merged-gradient sparsification, SAFusion,
-// ExDyna and PowerSGD's low-rank compression.
+// multi-tensor top-k sparsification, OMGS-SGD's merged-gradient sparsification, Cupcake's
+// compression scheduler, SAFusion, ExDyna and PowerSGD's low-rank compression.
 package baselines
 
 import (
