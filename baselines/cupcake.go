@@ -89,6 +89,7 @@ func (p *cupcake) Finish() error {
 	if err := p.multiTensor.Finish(); err != nil {
 		return err
 	}
+	p.e.Meter().SetExtra(GroupsMetric, float64(len(p.buckets)))
 	if p.done || p.e.Replayed() {
 		return nil
 	}

@@ -11,6 +11,10 @@ import (
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
+// GroupsMetric names, in pipeline.StepMetrics.Extra, the number of groups (fusion buffers)
+// a pipeline that plans them itself (OMGS-SGD, Cupcake) used in the step.
+const GroupsMetric = "groups"
+
 // DefaultOMGSWarmup is NewOMGS's number of warm-up steps, with ordinary buffers, timing
 // backward.
 const DefaultOMGSWarmup = 5
@@ -87,6 +91,7 @@ func (p *omgs) Finish() error {
 	if err := p.multiTensor.Finish(); err != nil {
 		return err
 	}
+	p.e.Meter().SetExtra(GroupsMetric, float64(len(p.buckets)))
 	if !p.timer.stepDone(p.e) {
 		return nil
 	}
