@@ -152,16 +152,11 @@ func (p *cupcake) agree(seconds float64) (float64, error) {
 // partition re-plans the tensors into groups of about equal elements.
 func (p *cupcake) partition(groups int) error {
 	order := planOrder(p.buckets)
-	sizes := make([]int, len(order))
-	for i, id := range order {
-		sizes[i] = len(p.tensors[id].Grad)
-	}
-	buckets, err := fusion.GroupBuckets(order, func(id int) int { return len(p.tensors[id].Grad) }, balancedGroups(sizes, groups))
-	if err != nil {
+	if err := replanInto(p.e, p.tensors, order, balancedGroups(sizesOf(p.tensors, order), groups)); err != nil {
 		return err
 	}
 	p.groups = groups
-	return p.e.Replan(buckets)
+	return nil
 }
 
 // balancedGroups cuts consecutive sizes into groups (at most one per size) of about equal

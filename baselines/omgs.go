@@ -107,10 +107,7 @@ func (p *omgs) replan() error {
 	if err != nil {
 		return err
 	}
-	sizes := make([]int, len(order))
-	for i, id := range order {
-		sizes[i] = len(p.tensors[id].Grad)
-	}
+	sizes := sizesOf(p.tensors, order)
 	world := p.comm.Size()
 	comm := func(elements, tensors int) float64 {
 		// The groups are planned for the target density, which holds after any DGC
@@ -123,11 +120,7 @@ func (p *omgs) replan() error {
 	if p.onReplan != nil {
 		p.onReplan(backward, counts)
 	}
-	buckets, err := fusion.GroupBuckets(order, func(id int) int { return len(p.tensors[id].Grad) }, counts)
-	if err != nil {
-		return err
-	}
-	return p.e.Replan(buckets)
+	return replanInto(p.e, p.tensors, order, counts)
 }
 
 // planMerges is OMGS-SGD's merge of consecutive gradients into groups, as its paper's cost

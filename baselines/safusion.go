@@ -223,11 +223,7 @@ func (p *saFusion) replan() error {
 	if p.onReplan != nil {
 		p.onReplan(timings, counts)
 	}
-	buckets, err := fusion.GroupBuckets(order, func(id int) int { return len(p.tensors[id].Grad) }, counts)
-	if err != nil {
-		return err
-	}
-	return p.e.Replan(buckets)
+	return replanInto(p.e, p.tensors, order, counts)
 }
 
 func (p *saFusion) Close() error { return nil }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/fusion"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // warmupTimer measures, over the warm-up steps of a pipeline that re-plans its buffers
@@ -118,4 +119,23 @@ func planOrder(buckets []fusion.Bucket) []int {
 		order = append(order, b.Tensors...)
 	}
 	return order
+}
+
+// replanInto asks e to adopt, from the next step on, buffers that cut order into groups of
+// counts[i] consecutive tensors.
+func replanInto(e fusion.Engine, tensors []pipeline.Tensor, order, counts []int) error {
+	buckets, err := fusion.GroupBuckets(order, func(id int) int { return len(tensors[id].Grad) }, counts)
+	if err != nil {
+		return err
+	}
+	return e.Replan(buckets)
+}
+
+// sizesOf lists the element counts of the tensors in order.
+func sizesOf(tensors []pipeline.Tensor, order []int) []int {
+	sizes := make([]int, len(order))
+	for i, id := range order {
+		sizes[i] = len(tensors[id].Grad)
+	}
+	return sizes
 }
