@@ -129,7 +129,7 @@ func newDataVerifyCommand(root *string) *cobra.Command {
 				problems := fetch.Verify(d, dir)
 				if len(problems) == 0 {
 					if err := readable(d.Name, dir); err != nil {
-						problems = append(problems, err)
+						problems = append(problems, fmt.Errorf("%s: %w", d.Name, err))
 					}
 				}
 				if len(problems) == 0 {
@@ -138,7 +138,7 @@ func newDataVerifyCommand(root *string) *cobra.Command {
 				}
 				bad++
 				for _, p := range problems {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: %v\n", d.Name, p)
+					fmt.Fprintln(cmd.OutOrStdout(), p) // each names its data set
 				}
 			}
 			if bad > 0 {
