@@ -80,21 +80,13 @@ func (o *xentOp) Do(vs ...G.Value) (v G.Value, err error) {
 				clear(pr) // a padding row: no loss, no gradient
 				continue
 			}
-			arg, mx := 0, zr[0]
-			for j, e := range zr {
-				if e > mx {
-					arg, mx = j, e
-				}
-			}
-			sum := expShiftSum(pr, zr, mx)
-			scale := w * float32(1/sum)
-			for j := range pr {
-				pr[j] *= scale
-			}
+			mx := maxF32(zr)
+			sum := expShiftSumVec(pr, zr, mx)
+			scaleF32(pr, w*float32(1/sum))
 			l := o.tgt.labels[r]
 			pr[l] -= w
 			part.loss += float64(w) * (math.Log(sum) - float64(zr[l]-mx))
-			if int(l) == arg {
+			if zr[l] == mx && firstMax(zr[:l], mx) < 0 { // the label is the (first) arg-max
 				part.correct++
 			}
 		}
@@ -122,6 +114,16 @@ func (o *xentOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 		return nil, err
 	}
 	return G.Nodes{d}, nil
+}
+
+// firstMax returns the index of the first element of z equal to mx, its maximum, or -1.
+func firstMax(z []float32, mx float32) int {
+	for j, e := range z {
+		if e == mx {
+			return j
+		}
+	}
+	return -1
 }
 
 // errNonFinite is returned by the loss op when the loss is NaN or infinite.
