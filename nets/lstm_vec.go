@@ -63,3 +63,13 @@ func tanhVec(dst, src []float32) {
 		dst[j] = tanh32(x)
 	}
 }
+
+// addF32 does dst[j] += src[j].
+func addF32(dst, src []float32) {
+	dst = dst[:len(src)]
+	if vecAVX512 && len(src) > 0 {
+		addF32AVX512(&dst[0], &src[0], len(src))
+		return
+	}
+	accumulate(dst, src)
+}

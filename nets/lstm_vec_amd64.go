@@ -24,3 +24,6 @@ func sigmoidAVX512(dst, src *float32, n int)
 
 //go:noescape
 func tanhAVX512(dst, src *float32, n int)
+
+//go:noescape
+func addF32AVX512(dst, src *float32, n int)

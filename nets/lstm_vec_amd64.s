@@ -309,3 +309,46 @@ tanhtail:
 tanhdone:
 	VZEROUPPER
 	RET
+
+// func addF32AVX512(dst, src *float32, n int)
+TEXT ·addF32AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+add32:
+	CMPQ    CX, $32
+	JLT     add16
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VADDPS  (SI), Z0, Z0
+	VADDPS  64(SI), Z1, Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ    $128, SI
+	ADDQ    $128, DI
+	SUBQ    $32, CX
+	JMP     add32
+
+add16:
+	CMPQ    CX, $16
+	JLT     addtail
+	VMOVUPS (DI), Z0
+	VADDPS  (SI), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+
+addtail:
+	TESTQ     CX, CX
+	JZ        adddone
+	TAILMASK
+	VMOVUPS.Z (DI), K1, Z0
+	VMOVUPS.Z (SI), K1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)
+
+adddone:
+	VZEROUPPER
+	RET

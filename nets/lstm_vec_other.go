@@ -10,3 +10,4 @@ func expShiftSumAVX512(_, _ *float32, _ int, _ float32) float64 { panic("no AVX-
 func scaleF32AVX512(*float32, int, float32)                     { panic("no AVX-512 kernels") }
 func sigmoidAVX512(_, _ *float32, _ int)                        { panic("no AVX-512 kernels") }
 func tanhAVX512(_, _ *float32, _ int)                           { panic("no AVX-512 kernels") }
+func addF32AVX512(_, _ *float32, _ int)                         { panic("no AVX-512 kernels") }

@@ -112,3 +112,20 @@ func TestMaxScaleF32(t *testing.T) {
 		t.Errorf("maxF32 = %g", got)
 	}
 }
+
+func TestAddF32(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for n := 0; n <= 70; n++ {
+		x, y := vecInputs(r, n+1, -5, 5), vecInputs(r, n, -5, 5)
+		want := append([]float32(nil), x...)
+		for i := range y {
+			want[i] += y[i]
+		}
+		addF32(x[:n], y)
+		for i := range want {
+			if x[i] != want[i] {
+				t.Fatalf("addF32 of %d: element %d = %g, want %g", n, i, x[i], want[i])
+			}
+		}
+	}
+}

@@ -11,9 +11,9 @@ import (
 
 // lstmOp runs one LSTM layer over a whole sequence, PyTorch's cell with gate order i, f, g, o:
 //
-//	gates_t = pre_t + b_hh + h_{t-1}·W_hhᵀ,  c_t = σ(f)·c_{t-1} + σ(i)·tanh(g),  h_t = σ(o)·tanh(c_t)
+//	gates_t = pre_t + b_ih + b_hh + h_{t-1}·W_hhᵀ,  c_t = σ(f)·c_{t-1} + σ(i)·tanh(g),  h_t = σ(o)·tanh(c_t)
 //
-// where pre = x·W_ihᵀ + b_ih is computed for all steps at once outside the op. Input and output
+// where pre = x·W_ihᵀ is computed for all steps at once outside the op. Input and output
 // rows are time-major: row t·B+b is stream b at step t. One op per layer instead of a graph of
 // per-step Slice/Sigmoid/Tanh/Mul nodes keeps the graph small and runs the recurrence without
 // Gorgonia's per-node allocations; the backward is BPTT over the same saved activations.
@@ -29,6 +29,7 @@ type lstmOp struct {
 	hT, cT []float32 // final state of the last run, adopted by commit
 
 	whhT []float32 // (H, 4H) W_hhᵀ, so that the step's product reads it in place, unpacked
+	bias []float32 // b_ih + b_hh
 
 	// Saved by the forward for the backward.
 	gates []float32 // (T·B, 4H) activated gates
@@ -39,22 +40,22 @@ type lstmOp struct {
 	out   buffer
 }
 
-func lstmLayer(pre, whh, bhh *G.Node, seq, batch int, st *stepState) (*G.Node, *lstmOp, error) {
+func lstmLayer(pre, whh, bih, bhh *G.Node, seq, batch int, st *stepState) (*G.Node, *lstmOp, error) {
 	ws := whh.Shape()
 	if ws.Dims() != 2 || ws[0] != 4*ws[1] || pre.Dims() != 2 || pre.Shape()[0] != seq*batch || pre.Shape()[1] != ws[0] ||
-		bhh.Shape().TotalSize() != ws[0] {
-		return nil, nil, fmt.Errorf("lstm: pre-activations %v, W_hh %v and b_hh %v do not match", pre.Shape(), ws, bhh.Shape())
+		bih.Shape().TotalSize() != ws[0] || bhh.Shape().TotalSize() != ws[0] {
+		return nil, nil, fmt.Errorf("lstm: pre-activations %v, W_hh %v, b_ih %v and b_hh %v do not match", pre.Shape(), ws, bih.Shape(), bhh.Shape())
 	}
 	h := ws[1]
 	op := &lstmOp{
-		opBase: opBase{name: "lstm", arity: 3}, st: st, t: seq, b: batch, h: h,
+		opBase: opBase{name: "lstm", arity: 4}, st: st, t: seq, b: batch, h: h,
 		h0: make([]float32, batch*h), c0: make([]float32, batch*h),
 		hT: make([]float32, batch*h), cT: make([]float32, batch*h),
-		whhT:  make([]float32, 4*h*h),
+		whhT: make([]float32, 4*h*h), bias: make([]float32, 4*h),
 		gates: make([]float32, seq*batch*4*h), cs: make([]float32, seq*batch*h), tcs: make([]float32, seq*batch*h),
 		hprev: make([]float32, seq*batch*h), cprev: make([]float32, batch*h),
 	}
-	n, err := G.ApplyOp(op, pre, whh, bhh)
+	n, err := G.ApplyOp(op, pre, whh, bih, bhh)
 	return n, op, err
 }
 
@@ -70,7 +71,7 @@ func (o *lstmOp) commit() {
 	copy(o.c0, o.cT)
 }
 
-func (o *lstmOp) Type() hm.Type { return fnType(2, 2, 2, 1) }
+func (o *lstmOp) Type() hm.Type { return fnType(2, 2, 2, 1, 1) }
 
 func (o *lstmOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{o.t * o.b, o.h}, nil
@@ -89,15 +90,18 @@ func (o *lstmOp) Do(vs ...G.Value) (v G.Value, err error) {
 	if err != nil {
 		return nil, err
 	}
-	pre, whh, bhh := in[0], in[1], in[2]
+	pre, whh, bih, bhh := in[0], in[1], in[2], in[3]
 	h, b, h4 := o.h, o.b, 4*o.h
-	if len(pre) != o.t*b*h4 || len(whh) != h4*h || len(bhh) != h4 {
-		return nil, fmt.Errorf("%s: inputs of %d, %d and %d values", o.name, len(pre), len(whh), len(bhh))
+	if len(pre) != o.t*b*h4 || len(whh) != h4*h || len(bih) != h4 || len(bhh) != h4 {
+		return nil, fmt.Errorf("%s: inputs of %d, %d, %d and %d values", o.name, len(pre), len(whh), len(bih), len(bhh))
+	}
+	for j := range o.bias {
+		o.bias[j] = bih[j] + bhh[j]
 	}
 	t, hs := o.out.get(tensor.Shape{o.t * b, h}, false)
 	transposeInto(o.whhT, whh, h4, h)
 	copy(o.cprev, o.c0)
-	parallel(b, 1, func(_, lo, hi int) { o.forwardRows(pre, bhh, hs, lo, hi) })
+	parallel(b, 1, func(_, lo, hi int) { o.forwardRows(pre, hs, lo, hi) })
 	last := (o.t - 1) * b * h
 	copy(o.hT, hs[last:])
 	copy(o.cT, o.cs[last:])
@@ -115,7 +119,7 @@ func transposeInto(dst, src []float32, rows, cols int) {
 }
 
 // forwardRows runs the recurrence of streams [lo, hi) over the whole sequence.
-func (o *lstmOp) forwardRows(pre, bhh, hs []float32, lo, hi int) {
+func (o *lstmOp) forwardRows(pre, hs []float32, lo, hi int) {
 	h, b, h4, n := o.h, o.b, 4*o.h, hi-lo
 	hp, cp := o.h0[lo*h:hi*h], o.cprev[lo*h:hi*h]
 	for s := 0; s < o.t; s++ {
@@ -124,7 +128,7 @@ func (o *lstmOp) forwardRows(pre, bhh, hs []float32, lo, hi int) {
 		for r := 0; r < n; r++ {
 			g, p := gt[r*h4:(r+1)*h4], pre[(r0+r)*h4:(r0+r+1)*h4]
 			for j := range g {
-				g[j] = p[j] + bhh[j]
+				g[j] = p[j] + o.bias[j]
 			}
 		}
 		gemm(false, false, n, h4, h, 1, hp, h, o.whhT, h4, 1, gt, h4, false)
@@ -152,7 +156,7 @@ func (o *lstmOp) forwardRows(pre, bhh, hs []float32, lo, hi int) {
 	}
 }
 
-func (o *lstmOp) DiffWRT(n int) []bool { return []bool{true, true, true}[:n] }
+func (o *lstmOp) DiffWRT(n int) []bool { return []bool{true, true, true, true}[:n] }
 
 func (o *lstmOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	dpre, err := G.ApplyOp(&lstmBwdOp{opBase: opBase{name: "lstm.bptt", arity: 2}, fwd: o}, in[1], grad)
@@ -163,11 +167,17 @@ func (o *lstmOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := channelSum(dpre)
+	// The two biases have the same gradient; each gets a node of its own, since the hooks of
+	// their parameters may overwrite it.
+	dbih, err := columnSum(dpre)
 	if err != nil {
 		return nil, err
 	}
-	return G.Nodes{dpre, dw, db}, nil
+	dbhh, err := columnSum(dpre)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dpre, dw, dbih, dbhh}, nil
 }
 
 // lstmBwdOp is backpropagation through time: from the gradient of every h_t it computes the
