@@ -32,12 +32,11 @@ type xentOp struct {
 
 	loss    float64
 	correct int
-	parts   []xentPart
-}
-
-type xentPart struct {
-	loss    float64
-	correct int
+	// rowLoss holds each row's weighted loss, summed in row order afterwards so that the loss
+	// does not depend on how the rows were split across cores; rowHit whether its arg-max is the
+	// label.
+	rowLoss []float64
+	rowHit  []bool
 }
 
 func crossEntropy(logits *G.Node, tgt *target, st *stepState) (*G.Node, *xentOp, error) {
@@ -65,14 +64,13 @@ func (o *xentOp) Do(vs ...G.Value) (v G.Value, err error) {
 	if rows != len(o.tgt.labels) || o.shape.TotalSize() != len(z) {
 		return nil, fmt.Errorf("%s: %d rows of logits, %d targets", o.name, rows, len(o.tgt.labels))
 	}
-	k := chunks(rows, 8)
-	if len(o.parts) < k {
-		o.parts = make([]xentPart, k)
+	if len(o.rowLoss) != rows {
+		o.rowLoss, o.rowHit = make([]float64, rows), make([]bool, rows)
 	}
 	_, dz := o.dz.get(o.shape, false)
-	parallel(rows, 8, func(chunk, lo, hi int) {
-		var part xentPart
+	parallel(rows, 8, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
+			o.rowLoss[r], o.rowHit[r] = 0, false
 			zr := z[r*o.k : (r+1)*o.k]
 			pr := dz[r*o.k : (r+1)*o.k]
 			w := o.tgt.weight[r]
@@ -85,17 +83,16 @@ func (o *xentOp) Do(vs ...G.Value) (v G.Value, err error) {
 			scaleF32(pr, w*float32(1/sum))
 			l := o.tgt.labels[r]
 			pr[l] -= w
-			part.loss += float64(w) * (math.Log(sum) - float64(zr[l]-mx))
-			if zr[l] == mx && firstMax(zr[:l], mx) < 0 { // the label is the (first) arg-max
-				part.correct++
-			}
+			o.rowLoss[r] = float64(w) * (math.Log(sum) - float64(zr[l]-mx))
+			o.rowHit[r] = zr[l] == mx && firstMax(zr[:l], mx) < 0 // the label is the (first) arg-max
 		}
-		o.parts[chunk] = part
 	})
 	o.loss, o.correct = 0, 0
-	for _, p := range o.parts[:k] {
-		o.loss += p.loss
-		o.correct += p.correct
+	for r, l := range o.rowLoss {
+		o.loss += l
+		if o.rowHit[r] {
+			o.correct++
+		}
 	}
 	if !finite(o.loss) {
 		// Stopping here keeps the backward pass (and the hooks) from running on a broken loss.
