@@ -27,3 +27,6 @@ func tanhAVX512(dst, src *float32, n int)
 
 //go:noescape
 func addF32AVX512(dst, src *float32, n int)
+
+//go:noescape
+func lstmCellBackwardAVX512(gates, d, tc, cp, dh, dn, dc *float32, h int)

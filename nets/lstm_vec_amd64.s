@@ -352,3 +352,94 @@ addtail:
 adddone:
 	VZEROUPPER
 	RET
+
+// CELLBWD does 16 (or, under K1, fewer) elements of lstmCellBackward at offset BX; the loads are
+// zeroing-masked with K1 and the stores masked with K1, which is all-ones in the main loop.
+// SI, R8, R9, R10: the i, f, g, o gates; DI, R11, R12, R13: their gradients; DX tanh(c_t),
+// R14 c_{t-1}, R15 dh, AX dn, CX dc (all advanced by the caller). Z31 = 1.
+#define CELLBWD \
+	VMOVUPS.Z    (SI)(BX*1), K1, Z0; \
+	VMOVUPS.Z    (R8)(BX*1), K1, Z1; \
+	VMOVUPS.Z    (R9)(BX*1), K1, Z2; \
+	VMOVUPS.Z    (R10)(BX*1), K1, Z3; \
+	VMOVUPS.Z    (DX)(BX*1), K1, Z4; \
+	VMOVUPS.Z    (R15)(BX*1), K1, Z5; \
+	VADDPS.Z     (AX)(BX*1), Z5, K1, Z5; \
+	VMULPS       Z4, Z4, Z6; \
+	VSUBPS       Z6, Z31, Z6; \
+	VMULPS       Z3, Z5, Z7; \
+	VMULPS       Z6, Z7, Z7; \
+	VADDPS.Z     (CX)(BX*1), Z7, K1, Z7; \
+	VSUBPS       Z0, Z31, Z8; \
+	VMULPS       Z2, Z7, Z9; \
+	VMULPS       Z0, Z9, Z9; \
+	VMULPS       Z8, Z9, Z9; \
+	VMOVUPS      Z9, K1, (DI)(BX*1); \
+	VSUBPS       Z1, Z31, Z10; \
+	VMULPS.Z     (R14)(BX*1), Z7, K1, Z11; \
+	VMULPS       Z1, Z11, Z11; \
+	VMULPS       Z10, Z11, Z11; \
+	VMOVUPS      Z11, K1, (R11)(BX*1); \
+	VMULPS       Z2, Z2, Z12; \
+	VSUBPS       Z12, Z31, Z12; \
+	VMULPS       Z0, Z7, Z13; \
+	VMULPS       Z12, Z13, Z13; \
+	VMOVUPS      Z13, K1, (R12)(BX*1); \
+	VSUBPS       Z3, Z31, Z14; \
+	VMULPS       Z4, Z5, Z15; \
+	VMULPS       Z3, Z15, Z15; \
+	VMULPS       Z14, Z15, Z15; \
+	VMOVUPS      Z15, K1, (R13)(BX*1); \
+	VMULPS       Z1, Z7, Z7; \
+	VMOVUPS      Z7, K1, (CX)(BX*1)
+
+// func lstmCellBackwardAVX512(gates, d, tc, cp, dh, dn, dc *float32, h int)
+// Every GPR but SP and BP holds a pointer or the offset, so the count of elements left is kept
+// in h's argument slot.
+TEXT ·lstmCellBackwardAVX512(SB), NOSPLIT, $0-64
+	MOVQ         h+56(FP), BX
+	SHLQ         $2, BX // h in bytes: the distance between gates
+	MOVQ         gates+0(FP), SI
+	LEAQ         (SI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+	MOVQ         d+8(FP), DI
+	LEAQ         (DI)(BX*1), R11
+	LEAQ         (R11)(BX*1), R12
+	LEAQ         (R12)(BX*1), R13
+	MOVQ         tc+16(FP), DX
+	MOVQ         cp+24(FP), R14
+	MOVQ         dh+32(FP), R15
+	MOVQ         dn+40(FP), AX
+	MOVQ         dc+48(FP), CX
+	MOVL         $0x3f800000, BX
+	VPBROADCASTD BX, Z31
+	MOVL         $0xffff, BX
+	KMOVW        BX, K1
+	XORQ         BX, BX // byte offset
+
+cellbwd16:
+	CMPQ h+56(FP), $16
+	JLT  cellbwdtail
+	CELLBWD
+	ADDQ $64, BX
+	SUBQ $16, h+56(FP)
+	JMP  cellbwd16
+
+cellbwdtail:
+	CMPQ  h+56(FP), $0
+	JEQ   cellbwddone
+	MOVQ  CX, X12 // free CX (the shift count) and AX for the mask
+	MOVQ  AX, X13
+	MOVQ  h+56(FP), CX
+	MOVL  $1, AX
+	SHLL  CX, AX
+	DECL  AX
+	KMOVW AX, K1
+	MOVQ  X12, CX
+	MOVQ  X13, AX
+	CELLBWD
+
+cellbwddone:
+	VZEROUPPER
+	RET

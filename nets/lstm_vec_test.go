@@ -129,3 +129,30 @@ func TestAddF32(t *testing.T) {
 		}
 	}
 }
+
+func TestLSTMCellBackwardVec(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, h := range []int{1, 7, 16, 17, 33, 200} {
+		g := vecInputs(r, 4*h, 0, 1)
+		tc, cp := vecInputs(r, h, -1, 1), vecInputs(r, h, -2, 2)
+		dh, dn, dc := vecInputs(r, h, -1, 1), vecInputs(r, h, -1, 1), vecInputs(r, h, -1, 1)
+		want, wantDC := make([]float32, 4*h), append([]float32(nil), dc...)
+		lstmCellBackwardGo(g, want, tc, cp, dh, dn, wantDC)
+		got, gotDC := make([]float32, 4*h+1), append(append([]float32(nil), dc...), 5)
+		got[4*h] = 5
+		lstmCellBackward(g, got[:4*h], tc, cp, dh, dn, gotDC[:h])
+		if got[4*h] != 5 || gotDC[h] != 5 {
+			t.Fatalf("h=%d: wrote past the end", h)
+		}
+		for i := range want {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("h=%d: gate gradient %d = %g, want %g", h, i, got[i], want[i])
+			}
+		}
+		for i := range wantDC {
+			if d := math.Abs(float64(gotDC[i] - wantDC[i])); d > 1e-6*(1+math.Abs(float64(wantDC[i]))) {
+				t.Fatalf("h=%d: dc[%d] = %g, want %g", h, i, gotDC[i], wantDC[i])
+			}
+		}
+	}
+}

@@ -242,6 +242,17 @@ func (o *lstmBwdOp) backwardRows(whh, dhs, dpre []float32, lo, hi int) {
 // dc, the gradient of c_t from step t+1, by that of c_{t-1}.
 func lstmCellBackward(g, d, tc, cp, dh, dn, dc []float32) {
 	h := len(tc)
+	if vecAVX512 && h > 0 {
+		g, d, cp, dh, dn, dc = g[:4*h], d[:4*h], cp[:h], dh[:h], dn[:h], dc[:h]
+		lstmCellBackwardAVX512(&g[0], &d[0], &tc[0], &cp[0], &dh[0], &dn[0], &dc[0], h)
+		return
+	}
+	lstmCellBackwardGo(g, d, tc, cp, dh, dn, dc)
+}
+
+// lstmCellBackwardGo is lstmCellBackward without the vector kernel.
+func lstmCellBackwardGo(g, d, tc, cp, dh, dn, dc []float32) {
+	h := len(tc)
 	ig, fg, gg, og := g[:h], g[h:2*h], g[2*h:3*h], g[3*h:4*h]
 	di, df, dgg, do := d[:h], d[h:2*h], d[2*h:3*h], d[3*h:4*h]
 	cp, dh, dn, dc = cp[:h], dh[:h], dn[:h], dc[:h]
