@@ -40,11 +40,13 @@ func (n *net) buildLM(b *builder, p *phase) *G.Node {
 		if b.err != nil {
 			return nil
 		}
-		pre, err := linear(x, wih, bih, true)
+		// The LSTM op adds both biases: their gradient is the same column sum, which it
+		// computes across cores.
+		pre, err := linear(x, wih, nil, true)
 		if !b.check(name, err) {
 			return nil
 		}
-		hs, op, err := lstmLayer(pre, whh, bhh, s.SeqLen, s.BatchSize, &n.st)
+		hs, op, err := lstmLayer(pre, whh, bih, bhh, s.SeqLen, s.BatchSize, &n.st)
 		if !b.check(name, err) {
 			return nil
 		}
@@ -59,7 +61,7 @@ func (n *net) buildLM(b *builder, p *phase) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	logits, err := linear(x, w, bias, true)
+	logits, err := decoderLayer(x, w, bias)
 	if !b.check("decoder", err) {
 		return nil
 	}

@@ -32,12 +32,11 @@ type xentOp struct {
 
 	loss    float64
 	correct int
-	parts   []xentPart
-}
-
-type xentPart struct {
-	loss    float64
-	correct int
+	// rowLoss holds each row's weighted loss, summed in row order afterwards so that the loss
+	// does not depend on how the rows were split across cores; rowHit whether its arg-max is the
+	// label.
+	rowLoss []float64
+	rowHit  []bool
 }
 
 func crossEntropy(logits *G.Node, tgt *target, st *stepState) (*G.Node, *xentOp, error) {
@@ -65,14 +64,13 @@ func (o *xentOp) Do(vs ...G.Value) (v G.Value, err error) {
 	if rows != len(o.tgt.labels) || o.shape.TotalSize() != len(z) {
 		return nil, fmt.Errorf("%s: %d rows of logits, %d targets", o.name, rows, len(o.tgt.labels))
 	}
-	k := chunks(rows, 8)
-	if len(o.parts) < k {
-		o.parts = make([]xentPart, k)
+	if len(o.rowLoss) != rows {
+		o.rowLoss, o.rowHit = make([]float64, rows), make([]bool, rows)
 	}
 	_, dz := o.dz.get(o.shape, false)
-	parallel(rows, 8, func(chunk, lo, hi int) {
-		var part xentPart
+	parallel(rows, 8, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
+			o.rowLoss[r], o.rowHit[r] = 0, false
 			zr := z[r*o.k : (r+1)*o.k]
 			pr := dz[r*o.k : (r+1)*o.k]
 			w := o.tgt.weight[r]
@@ -80,30 +78,21 @@ func (o *xentOp) Do(vs ...G.Value) (v G.Value, err error) {
 				clear(pr) // a padding row: no loss, no gradient
 				continue
 			}
-			arg, mx := 0, zr[0]
-			for j, e := range zr {
-				if e > mx {
-					arg, mx = j, e
-				}
-			}
-			sum := expShiftSum(pr, zr, mx)
-			scale := w * float32(1/sum)
-			for j := range pr {
-				pr[j] *= scale
-			}
+			mx := maxF32(zr)
+			sum := expShiftSumVec(pr, zr, mx)
+			scaleF32(pr, w*float32(1/sum))
 			l := o.tgt.labels[r]
 			pr[l] -= w
-			part.loss += float64(w) * (math.Log(sum) - float64(zr[l]-mx))
-			if int(l) == arg {
-				part.correct++
-			}
+			o.rowLoss[r] = float64(w) * (math.Log(sum) - float64(zr[l]-mx))
+			o.rowHit[r] = zr[l] == mx && firstMax(zr[:l], mx) < 0 // the label is the (first) arg-max
 		}
-		o.parts[chunk] = part
 	})
 	o.loss, o.correct = 0, 0
-	for _, p := range o.parts[:k] {
-		o.loss += p.loss
-		o.correct += p.correct
+	for r, l := range o.rowLoss {
+		o.loss += l
+		if o.rowHit[r] {
+			o.correct++
+		}
 	}
 	if !finite(o.loss) {
 		// Stopping here keeps the backward pass (and the hooks) from running on a broken loss.
@@ -122,6 +111,16 @@ func (o *xentOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 		return nil, err
 	}
 	return G.Nodes{d}, nil
+}
+
+// firstMax returns the index of the first element of z equal to mx, its maximum, or -1.
+func firstMax(z []float32, mx float32) int {
+	for j, e := range z {
+		if e == mx {
+			return j
+		}
+	}
+	return -1
 }
 
 // errNonFinite is returned by the loss op when the loss is NaN or infinite.
