@@ -98,7 +98,12 @@ func (b *builder) conv(x *G.Node, name string, out, k, stride, pad int, bias boo
 }
 
 // batchNorm adds BatchNorm over the channel axis, with PyTorch's names and initial values.
-func (b *builder) batchNorm(x *G.Node, name string) *G.Node {
+func (b *builder) batchNorm(x *G.Node, name string) *G.Node { return b.norm(x, name, false) }
+
+// batchNormReLU is batchNorm followed by a ReLU, fused into one op.
+func (b *builder) batchNormReLU(x *G.Node, name string) *G.Node { return b.norm(x, name, true) }
+
+func (b *builder) norm(x *G.Node, name string, relu bool) *G.Node {
 	if b.err != nil {
 		return nil
 	}
@@ -131,7 +136,7 @@ func (b *builder) batchNorm(x *G.Node, name string) *G.Node {
 		st = n.stats[b.si]
 		b.si++
 	}
-	y, err := batchNorm(x, gamma, beta, st, &n.st, b.train)
+	y, err := batchNorm(x, gamma, beta, st, &n.st, b.train, relu)
 	if !b.check(name, err) {
 		return nil
 	}

@@ -181,10 +181,15 @@ func TestReLUMatchesGorgonia(t *testing.T) {
 }
 
 // TestBatchNormMatchesGorgonia compares training-mode BatchNorm (output, gradients and running
-// statistics after one step) with Gorgonia's BatchNorm, whose gradient is known to be right.
+// statistics after one step) with Gorgonia's BatchNorm, whose gradient is known to be right, and
+// the fused BatchNorm+ReLU with Gorgonia's BatchNorm followed by Rectify.
 func TestBatchNormMatchesGorgonia(t *testing.T) {
-	for _, shape := range [][]int{{4, 3, 5, 6}, {6, 2, 1, 1}} {
-		t.Run(fmt.Sprint(shape), func(t *testing.T) {
+	for _, tc := range []struct {
+		shape []int
+		relu  bool
+	}{{[]int{4, 3, 5, 6}, false}, {[]int{6, 2, 1, 1}, false}, {[]int{4, 3, 5, 6}, true}, {[]int{6, 2, 1, 1}, true}} {
+		shape := tc.shape
+		t.Run(fmt.Sprint(shape, tc.relu), func(t *testing.T) {
 			c := shape[1]
 			r := rand.New(rand.NewPCG(6, uint64(c)))
 			x := randTensor(r, shape...)
@@ -194,7 +199,10 @@ func TestBatchNormMatchesGorgonia(t *testing.T) {
 			want, wantG := runGraph(t, []*tensor.Dense{x, gamma, beta}, rr, func(n []*G.Node) (*G.Node, error) {
 				y, _, _, op, err := G.BatchNorm(n[0], n[1], n[2], bnMomentum, bnEps)
 				ref = op
-				return y, err
+				if err != nil || !tc.relu {
+					return y, err
+				}
+				return G.Rectify(y)
 			})
 			st := &bnStats{mean: make([]float32, c), vari: []float32{1, 1, 1}[:c]}
 			step := &stepState{n: shape[0]}
@@ -202,7 +210,7 @@ func TestBatchNormMatchesGorgonia(t *testing.T) {
 			g1.Reshape(c)
 			b1.Reshape(c)
 			got, gotG := runGraph(t, []*tensor.Dense{x, g1, b1}, rr, func(n []*G.Node) (*G.Node, error) {
-				return batchNorm(n[0], n[1], n[2], st, step, true)
+				return batchNorm(n[0], n[1], n[2], st, step, true, tc.relu)
 			})
 			assertClose(t, "output", got, want)
 			for i, name := range []string{"dx", "dgamma", "dbeta"} {

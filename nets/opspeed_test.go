@@ -113,6 +113,13 @@ func TestBatchNormSums(t *testing.T) {
 		}
 		tol := 1e-6 * (1 + mag)
 		p, q := sumDyDev(dy, x, m)
+		y := randSlice(r, n)
+		masked := make([]float32, n)
+		reluBackward(masked, y, dy)
+		mp, mq := sumDyDev(masked, x, m)
+		if gp, gq := sumMaskedDyDev(dy, y, x, m); gp != mp || gq != mq {
+			t.Errorf("n=%d masked sums %g, %g; want those of the masked dy, %g, %g", n, gp, gq, mp, mq)
+		}
 		for _, c := range []struct {
 			name      string
 			got, want float64
