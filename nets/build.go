@@ -175,11 +175,12 @@ func (b *builder) relu(x *G.Node) *G.Node {
 	return y
 }
 
-func (b *builder) add(x, y *G.Node) *G.Node {
+// addReLU is max(x + y, 0): a residual connection and its ReLU.
+func (b *builder) addReLU(x, y *G.Node) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	z, err := G.Add(x, y)
+	z, err := addReLU(x, y)
 	if !b.check("residual add", err) {
 		return nil
 	}

@@ -180,6 +180,25 @@ func TestReLUMatchesGorgonia(t *testing.T) {
 	assertClose(t, "dx", gotG[0], wantG[0])
 }
 
+// TestAddReLUMatchesGorgonia compares the fused residual addition and ReLU with Gorgonia's Add
+// and Rectify.
+func TestAddReLUMatchesGorgonia(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 6))
+	x, y := randTensor(r, 3, 4, 5), randTensor(r, 3, 4, 5)
+	rr := randSlice(r, 60)
+	want, wantG := runGraph(t, []*tensor.Dense{x, y}, rr, func(n []*G.Node) (*G.Node, error) {
+		s, err := G.Add(n[0], n[1])
+		if err != nil {
+			return nil, err
+		}
+		return G.Rectify(s)
+	})
+	got, gotG := runGraph(t, []*tensor.Dense{x, y}, rr, func(n []*G.Node) (*G.Node, error) { return addReLU(n[0], n[1]) })
+	assertClose(t, "output", got, want)
+	assertClose(t, "dx", gotG[0], wantG[0])
+	assertClose(t, "dy", gotG[1], wantG[1])
+}
+
 // TestBatchNormMatchesGorgonia compares training-mode BatchNorm (output, gradients and running
 // statistics after one step) with Gorgonia's BatchNorm, whose gradient is known to be right, and
 // the fused BatchNorm+ReLU with Gorgonia's BatchNorm followed by Rectify.

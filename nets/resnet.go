@@ -22,7 +22,7 @@ func basicBlock(b *builder, x *G.Node, name string, out, stride int) *G.Node {
 	if stride != 1 || in != out {
 		short = b.batchNorm(b.conv(x, name+".shortcut.0", out, 1, stride, 0, false), name+".shortcut.1")
 	}
-	return b.relu(b.add(y, short))
+	return b.addReLU(y, short)
 }
 
 // resNet is the shared body: a 3×3 stem (stride 1, no max pool: the CIFAR stem), stages of basic
