@@ -262,6 +262,13 @@ func (g *convGeom) columns(scratch, x []float32, n0, cnt int, par bool) (col []f
 		return x[n0*in : (n0+1)*in], ld
 	}
 	col = scratch[:g.kdim*ld]
+	if !par {
+		// A loop of its own: the closure each takes would be allocated for every image.
+		for j := 0; j < cnt; j++ {
+			g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in])
+		}
+		return col, ld
+	}
 	each(cnt, par, func(j int) { g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in]) })
 	return col, ld
 }
@@ -364,20 +371,31 @@ func (o *convOp) Do(vs ...G.Value) (v G.Value, err error) {
 	x, w := in[0], in[1]
 	nb := len(x) / (g.cin * g.h * g.w)
 	t, y := o.y.get(tensor.Shape{nb, g.cout, g.oh, g.ow}, false)
+	var bias []float32
+	if o.arity == 3 {
+		bias = in[2]
+	}
+	g.forward(y, x, w, bias, nb, &o.cols, &o.outs)
+	return t, nil
+}
+
+// forward sets y to the convolution of the nb images of x with the filters w (cout, kdim) plus
+// bias (nil for none), with per-chunk scratch space for column matrices and grouped outputs.
+func (g *convGeom) forward(y, x, w, bias []float32, nb int, cols, outs *scratch) {
 	k, size := g.scratchChunks(nb)
-	o.cols.ensure(k, g.kdim*size*g.outPlane)
+	cols.ensure(k, g.kdim*size*g.outPlane)
 	if size > 1 {
-		o.outs.ensure(k, g.cout*size*g.outPlane)
+		outs.ensure(k, g.cout*size*g.outPlane)
 	}
 	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
-		col, ld := g.columns(o.cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
+		col, ld := g.columns(cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
 		out := y[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
 		if cnt > 1 {
-			out = o.outs.at(chunk, g.cout*ld)
+			out = outs.at(chunk, g.cout*ld)
 		}
 		beta := float32(0)
-		if o.arity == 3 {
-			for c, bc := range in[2] {
+		if bias != nil {
+			for c, bc := range bias {
 				p := out[c*ld : (c+1)*ld]
 				for i := range p {
 					p[i] = bc
@@ -390,7 +408,34 @@ func (o *convOp) Do(vs ...G.Value) (v G.Value, err error) {
 			scatter(y, out, g.cout, g.outPlane, n0, cnt)
 		}
 	})
-	return t, nil
+}
+
+// transposedGeom returns, for a stride-1 convolution with "same" padding (output as large as the
+// input), the geometry of the convolution that computes its input gradient: dy (cout channels)
+// convolved with the filters transposed (cout·k·k → cin) and flipped in both spatial axes, with
+// the same padding. Its column matrix is made of copies, where col2im would add the columns of
+// Wᵀ·dy into the image with a pass of read-modify-write per tap.
+func (g *convGeom) transposedGeom() (convGeom, bool) {
+	if g.stride != 1 || 2*g.pad != g.k-1 || g.direct {
+		return convGeom{}, false
+	}
+	t, err := newConvGeom(g.cout, g.oh, g.ow, g.cin, g.k, 1, g.pad)
+	return t, err == nil && t.oh == g.h && t.ow == g.w
+}
+
+// flipFilters sets wf (cin, cout, k, k) to the filters w (cout, cin, k, k) transposed and rotated
+// by 180 degrees: wf[ci][co][t] = w[co][ci][k·k-1-t].
+func (g *convGeom) flipFilters(wf, w []float32) {
+	kk := g.k * g.k
+	for co := 0; co < g.cout; co++ {
+		for ci := 0; ci < g.cin; ci++ {
+			src := w[(co*g.cin+ci)*kk:][:kk]
+			dst := wf[(ci*g.cout+co)*kk:][:kk]
+			for t, v := range src {
+				dst[kk-1-t] = v
+			}
+		}
+	}
 }
 
 func (o *convOp) DiffWRT(n int) []bool {
@@ -401,18 +446,25 @@ func (o *convOp) DiffWRT(n int) []bool {
 func (o *convOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	var dx G.Op
 	if o.needDX {
-		dx = &convDXOp{opBase: opBase{name: o.name + ".dx", arity: 2}, fwd: o}
+		op := &convDXOp{opBase: opBase{name: o.name + ".dx", arity: 2}, fwd: o}
+		op.flipped, op.flip = o.g.transposedGeom()
+		dx = op
 	}
 	return weightedGrads(in, grad, dx, &convDWOp{opBase: opBase{name: o.name + ".dw", arity: 2}, fwd: o})
 }
 
-// convDXOp computes the input gradient: col2im(Wᵀ·dy) per image.
+// convDXOp computes the input gradient: col2im(Wᵀ·dy) per image, or for stride-1 convolutions
+// with "same" padding the convolution of dy with the flipped filters (transposedGeom).
 type convDXOp struct {
 	opBase
 	fwd  *convOp
 	dx   buffer
 	cols scratch
 	dys  scratch
+
+	flip    bool
+	flipped convGeom
+	wf      []float32
 }
 
 func (o *convDXOp) Type() hm.Type { return fnType(4, 4, 4) }
@@ -437,6 +489,14 @@ func (o *convDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 	nb := len(dy) / (g.cout * g.outPlane)
 	imgIn := g.cin * g.h * g.w
 	t, dx := o.dx.get(tensor.Shape{nb, g.cin, g.h, g.w}, false)
+	if o.flip {
+		if len(o.wf) != len(w) {
+			o.wf = make([]float32, len(w))
+		}
+		g.flipFilters(o.wf, w)
+		o.flipped.forward(dx, dy, o.wf, nil, nb, &o.cols, &o.dys)
+		return t, nil
+	}
 	k, size := g.scratchChunks(nb)
 	o.cols.ensure(k, g.kdim*size*g.outPlane)
 	if size > 1 {
@@ -455,6 +515,12 @@ func (o *convDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 		}
 		col := o.cols.at(chunk, g.kdim*ld)
 		gemm(true, false, g.kdim, ld, g.cout, 1, w, g.kdim, dyg, ld, 0, col, ld, par)
+		if !par {
+			for j := 0; j < cnt; j++ {
+				g.col2im(dx[(n0+j)*imgIn:(n0+j+1)*imgIn], col[j*g.outPlane:], ld)
+			}
+			return
+		}
 		each(cnt, par, func(j int) {
 			g.col2im(dx[(n0+j)*imgIn:(n0+j+1)*imgIn], col[j*g.outPlane:], ld)
 		})
