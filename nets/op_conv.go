@@ -425,14 +425,25 @@ func (g *convGeom) transposedGeom() (convGeom, bool) {
 
 // flipFilters sets wf (cin, cout, k, k) to the filters w (cout, cin, k, k) transposed and rotated
 // by 180 degrees: wf[ci][co][t] = w[co][ci][k·k-1-t].
+//
+// It is a transpose of a cout×cin matrix of k·k-float filters, done in square tiles so that
+// both the reads and the writes stay in a few runs of memory: the layers of VGG have millions of
+// weights.
 func (g *convGeom) flipFilters(wf, w []float32) {
+	const tile = 16
 	kk := g.k * g.k
-	for co := 0; co < g.cout; co++ {
-		for ci := 0; ci < g.cin; ci++ {
-			src := w[(co*g.cin+ci)*kk:][:kk]
-			dst := wf[(ci*g.cout+co)*kk:][:kk]
-			for t, v := range src {
-				dst[kk-1-t] = v
+	for o0 := 0; o0 < g.cout; o0 += tile {
+		o1 := min(o0+tile, g.cout)
+		for i0 := 0; i0 < g.cin; i0 += tile {
+			i1 := min(i0+tile, g.cin)
+			for ci := i0; ci < i1; ci++ {
+				for co := o0; co < o1; co++ {
+					src := w[(co*g.cin+ci)*kk:][:kk]
+					dst := wf[(ci*g.cout+co)*kk:][:kk]
+					for t, v := range src {
+						dst[kk-1-t] = v
+					}
+				}
 			}
 		}
 	}
@@ -489,7 +500,9 @@ func (o *convDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 	nb := len(dy) / (g.cout * g.outPlane)
 	imgIn := g.cin * g.h * g.w
 	t, dx := o.dx.get(tensor.Shape{nb, g.cin, g.h, g.w}, false)
-	if o.flip {
+	// Flipping costs a pass over the filters, col2im one over cin·k·k columns per position: with
+	// few positions per filter (the 2×2 and 4×4 layers of VGG) col2im costs less.
+	if o.flip && nb*g.outPlane >= 4*max(g.cin, g.cout) {
 		if len(o.wf) != len(w) {
 			o.wf = make([]float32, len(w))
 		}

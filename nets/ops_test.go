@@ -97,7 +97,8 @@ func assertClose(t *testing.T, what string, a, b []float32) {
 }
 
 // TestConvMatchesGorgonia compares the conv op's output and gradients with Gorgonia's Conv2d, for
-// feature maps small enough to be grouped several images per GEMM and large enough not to be.
+// feature maps small enough to be grouped several images per GEMM and large enough not to be,
+// and input gradients through col2im and through the flipped filters.
 func TestConvMatchesGorgonia(t *testing.T) {
 	for _, c := range []struct{ cin, h, w, cout, k, stride, pad int }{
 		{3, 7, 6, 4, 3, 1, 1},
@@ -110,6 +111,7 @@ func TestConvMatchesGorgonia(t *testing.T) {
 		{3, 16, 16, 2, 1, 1, 0}, // one image per GEMM, direct
 		{2, 8, 16, 3, 3, 1, 1},  // groups of two: the last one is a single image
 		{4, 8, 16, 3, 1, 1, 0},  // the same, direct
+		{16, 2, 2, 12, 3, 1, 1}, // few positions per filter: col2im rather than flipped filters
 	} {
 		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, uint64(c.h*c.k+c.stride)))
