@@ -192,7 +192,7 @@ func (b *builder) maxPool(x *G.Node) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	y, err := G.MaxPool2D(x, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
+	y, err := maxPool2x2(x)
 	if !b.check("maxpool", err) {
 		return nil
 	}

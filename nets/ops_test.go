@@ -201,6 +201,24 @@ func TestAddReLUMatchesGorgonia(t *testing.T) {
 	assertClose(t, "dy", gotG[1], wantG[1])
 }
 
+// TestMaxPoolMatchesGorgonia compares the 2×2 max pool with Gorgonia's MaxPool2D, on even and odd
+// feature maps.
+func TestMaxPoolMatchesGorgonia(t *testing.T) {
+	for _, shape := range [][]int{{2, 3, 4, 6}, {3, 2, 5, 7}} {
+		t.Run(fmt.Sprint(shape), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(8, uint64(shape[2])))
+			x := randTensor(r, shape...)
+			rr := randSlice(r, shape[0]*shape[1]*(shape[2]/2)*(shape[3]/2))
+			want, wantG := runGraph(t, []*tensor.Dense{x}, rr, func(n []*G.Node) (*G.Node, error) {
+				return G.MaxPool2D(n[0], tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
+			})
+			got, gotG := runGraph(t, []*tensor.Dense{x}, rr, func(n []*G.Node) (*G.Node, error) { return maxPool2x2(n[0]) })
+			assertClose(t, "output", got, want)
+			assertClose(t, "dx", gotG[0], wantG[0])
+		})
+	}
+}
+
 // TestBatchNormMatchesGorgonia compares training-mode BatchNorm (output, gradients and running
 // statistics after one step) with Gorgonia's BatchNorm, whose gradient is known to be right, and
 // the fused BatchNorm+ReLU with Gorgonia's BatchNorm followed by Rectify.
