@@ -167,12 +167,26 @@ func (g *convGeom) im2col(col []float32, ld int, x []float32) {
 						copy(row[xlo:xhi], src[xlo-g.pad+j:])
 						continue
 					}
-					for ox := xlo; ox < xhi; ox++ {
-						row[ox] = src[ox*g.stride-g.pad+j]
+					if xlo < xhi {
+						gatherStrided(row[xlo:xhi], src[xlo*g.stride-g.pad+j:], g.stride)
 					}
 				}
 			}
 		}
+	}
+}
+
+// gatherStrided sets dst[i] = src[i·stride], with the bounds checked once instead of per element.
+func gatherStrided(dst, src []float32, stride int) {
+	src = src[:(len(dst)-1)*stride+1]
+	if stride == 2 {
+		for i := range dst {
+			dst[i] = src[2*i]
+		}
+		return
+	}
+	for i := range dst {
+		dst[i] = src[i*stride]
 	}
 }
 
