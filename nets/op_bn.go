@@ -97,7 +97,7 @@ func (o *bnOp) Do(vs ...G.Value) (v G.Value, err error) {
 	s := len(x) / (nb * o.c)
 	t, y := o.y.get(shape, false)
 	if !o.train {
-		parallel(o.c, 1, func(_, lo, hi int) {
+		dynamic(o.c, o.c, func(_, _, lo, hi int) {
 			for c := lo; c < hi; c++ {
 				istd := float32(1 / math.Sqrt(float64(o.st.vari[c])+bnEps))
 				a := gamma[c] * istd
@@ -115,7 +115,7 @@ func (o *bnOp) Do(vs ...G.Value) (v G.Value, err error) {
 	cnt := valid * s
 	o.n = valid
 	o.runs++
-	parallel(o.c, 1, func(_, lo, hi int) {
+	dynamic(o.c, o.c, func(_, _, lo, hi int) {
 		for c := lo; c < hi; c++ {
 			var sum float64
 			for n := 0; n < valid; n++ {
@@ -252,7 +252,7 @@ func (o *bnDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 	if f.relu {
 		g = dx
 	}
-	parallel(f.c, 1, func(_, lo, hi int) {
+	dynamic(f.c, f.c, func(_, _, lo, hi int) {
 		for c := lo; c < hi; c++ {
 			sdy, sdyx := f.sums(dx, x, dy, y, nb, s, c)
 			f.sdy[c], f.sdyx[c] = sdy, sdyx
@@ -329,7 +329,7 @@ func (o *bnDParamOp) Do(vs ...G.Value) (v G.Value, err error) {
 		}
 		return t, nil
 	}
-	parallel(f.c, 1, func(_, lo, hi int) {
+	dynamic(f.c, f.c, func(_, _, lo, hi int) {
 		for c := lo; c < hi; c++ {
 			dp[c] = pick(f.sums(nil, x, dy, y, nb, s, c))
 		}

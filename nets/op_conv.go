@@ -58,33 +58,38 @@ func newConvGeom(cin, h, w, cout, k, stride, pad int) (convGeom, error) {
 	return g, nil
 }
 
+// convSlots is the number of pieces the images of a batch are cut into when they run one per
+// core. It is fixed, so that the filter gradient, summed per piece and then over the pieces in
+// order, depends neither on the number of cores nor on which core ran which piece.
+const convSlots = 8
+
 // forEachGroup calls fn for the images of a batch of nb, in groups of g.group side by side.
-// Single images are spread across cores, each call with its own chunk of scratch space and a
-// serial GEMM; groups run one after another, each with its GEMM (and column work) split across
-// cores (par).
-func (g *convGeom) forEachGroup(nb int, fn func(chunk, n0, cnt int, par bool)) {
+// Single images go in convSlots pieces (slot) that the cores take as they become free, each call
+// with its core's (worker's) scratch space and a serial GEMM; groups run one after another, slot
+// 0, each with its GEMM (and column work) split across cores (par).
+func (g *convGeom) forEachGroup(nb int, fn func(worker, slot, n0, cnt int, par bool)) {
 	size := min(g.group, nb)
 	if size == 1 {
-		parallel(nb, 1, func(chunk, lo, hi int) {
+		dynamic(nb, convSlots, func(worker, slot, lo, hi int) {
 			for n := lo; n < hi; n++ {
-				fn(chunk, n, 1, false)
+				fn(worker, slot, n, 1, false)
 			}
 		})
 		return
 	}
 	for n0 := 0; n0 < nb; n0 += size {
-		fn(0, n0, min(size, nb-n0), true)
+		fn(0, 0, n0, min(size, nb-n0), true)
 	}
 }
 
-// scratchChunks is the number of chunks of scratch space forEachGroup needs, and the number of
-// images per chunk.
-func (g *convGeom) scratchChunks(nb int) (k, size int) {
+// scratchChunks returns the number of workers forEachGroup runs, each needing scratch space of
+// its own, the number of images per call and the number of slots.
+func (g *convGeom) scratchChunks(nb int) (k, size, slots int) {
 	size = min(g.group, nb)
 	if size == 1 {
-		return chunks(nb, 1), 1
+		return dynamicWorkers(nb, convSlots), 1, min(nb, convSlots)
 	}
-	return 1, size
+	return 1, size, 1
 }
 
 // span returns the output positions o in [lo, hi) whose input coordinate o*stride-pad+off lies
@@ -396,12 +401,12 @@ func (o *convOp) Do(vs ...G.Value) (v G.Value, err error) {
 // forward sets y to the convolution of the nb images of x with the filters w (cout, kdim) plus
 // bias (nil for none), with per-chunk scratch space for column matrices and grouped outputs.
 func (g *convGeom) forward(y, x, w, bias []float32, nb int, cols, outs *scratch) {
-	k, size := g.scratchChunks(nb)
+	k, size, _ := g.scratchChunks(nb)
 	cols.ensure(k, g.kdim*size*g.outPlane)
 	if size > 1 {
 		outs.ensure(k, g.cout*size*g.outPlane)
 	}
-	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
+	g.forEachGroup(nb, func(chunk, _, n0, cnt int, par bool) {
 		col, ld := g.columns(cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
 		out := y[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
 		if cnt > 1 {
@@ -524,12 +529,12 @@ func (o *convDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 		o.flipped.forward(dx, dy, o.wf, nil, nb, &o.cols, &o.dys)
 		return t, nil
 	}
-	k, size := g.scratchChunks(nb)
+	k, size, _ := g.scratchChunks(nb)
 	o.cols.ensure(k, g.kdim*size*g.outPlane)
 	if size > 1 {
 		o.dys.ensure(k, g.cout*size*g.outPlane)
 	}
-	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
+	g.forEachGroup(nb, func(chunk, _, n0, cnt int, par bool) {
 		ld := cnt * g.outPlane
 		dyg := dy[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
 		if cnt > 1 {
@@ -560,7 +565,8 @@ func (o *convDXOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 	return nil, fmt.Errorf("%s: no second derivative", o.name)
 }
 
-// convDWOp computes the filter gradient Σ dy·colᵀ over images, one partial sum per worker.
+// convDWOp computes the filter gradient Σ dy·colᵀ over images, one partial sum per slot of
+// images, added up in slot order.
 type convDWOp struct {
 	opBase
 	fwd  *convOp
@@ -587,23 +593,20 @@ func (o *convDWOp) Do(vs ...G.Value) (v G.Value, err error) {
 	x, dy := in[0], in[1]
 	nb := len(x) / (g.cin * g.h * g.w)
 	t, dw := o.dw.get(tensor.Shape{g.cout, g.cin, g.k, g.k}, false)
-	k, size := g.scratchChunks(nb)
+	k, size, slots := g.scratchChunks(nb)
 	o.cols.ensure(k, g.kdim*size*g.outPlane)
 	if size > 1 {
 		o.dys.ensure(k, g.cout*size*g.outPlane)
 	}
-	o.acc.ensure(k, len(dw))
-	for c := 0; c < k; c++ {
-		if c == 0 {
-			clear(dw)
-		} else {
-			clear(o.acc.at(c, len(dw)))
-		}
+	o.acc.ensure(slots, len(dw))
+	clear(dw)
+	for s := 1; s < slots; s++ {
+		clear(o.acc.at(s, len(dw)))
 	}
-	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
+	g.forEachGroup(nb, func(chunk, slot, n0, cnt int, par bool) {
 		acc := dw
-		if chunk > 0 {
-			acc = o.acc.at(chunk, len(dw))
+		if slot > 0 {
+			acc = o.acc.at(slot, len(dw))
 		}
 		dyg := dy[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
 		if cnt > 1 {
@@ -613,8 +616,8 @@ func (o *convDWOp) Do(vs ...G.Value) (v G.Value, err error) {
 		col, ld := g.columns(o.cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
 		gemm(false, true, g.cout, g.kdim, ld, 1, dyg, ld, col, ld, 1, acc, g.kdim, par)
 	})
-	for c := 1; c < k; c++ {
-		for i, a := range o.acc.at(c, len(dw)) {
+	for s := 1; s < slots; s++ {
+		for i, a := range o.acc.at(s, len(dw)) {
 			dw[i] += a
 		}
 	}

@@ -33,7 +33,7 @@ func (o *reluOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, y := o.y.get(o.shape, false)
 	x := in[0]
-	parallel(len(x), 1<<15, func(_, lo, hi int) { reluForward(y[lo:hi], x[lo:hi]) })
+	dynamic(len(x), elementPieces(len(x)), func(_, _, lo, hi int) { reluForward(y[lo:hi], x[lo:hi]) })
 	return t, nil
 }
 
@@ -76,7 +76,7 @@ func (o *addReLUOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, y := o.y.get(o.shape, false)
 	a, b := in[0], in[1]
-	parallel(len(a), 1<<15, func(_, lo, hi int) { addReLUForward(y[lo:hi], a[lo:hi], b[lo:hi]) })
+	dynamic(len(a), elementPieces(len(a)), func(_, _, lo, hi int) { addReLUForward(y[lo:hi], a[lo:hi], b[lo:hi]) })
 	return t, nil
 }
 
@@ -116,7 +116,7 @@ func (o *reluGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, dx := o.dx.get(o.shape, false)
 	y, dy := in[0], in[1]
-	parallel(len(y), 1<<15, func(_, lo, hi int) { reluBackward(dx[lo:hi], y[lo:hi], dy[lo:hi]) })
+	dynamic(len(y), elementPieces(len(y)), func(_, _, lo, hi int) { reluBackward(dx[lo:hi], y[lo:hi], dy[lo:hi]) })
 	return t, nil
 }
 
