@@ -58,21 +58,30 @@ func newConvGeom(cin, h, w, cout, k, stride, pad int) (convGeom, error) {
 	return g, nil
 }
 
-// convSlots is the number of pieces the images of a batch are cut into when they run one per
-// core. It is fixed, so that the filter gradient, summed per piece and then over the pieces in
-// order, depends neither on the number of cores nor on which core ran which piece.
+// convSlots is the number of pieces the images of a batch are cut into when they run one image
+// (or one group) per core. It is fixed, so that the filter gradient, summed per piece and then
+// over the pieces in order, depends neither on the number of cores nor on which core ran which
+// piece.
 const convSlots = 8
 
+// minSlotGroups is the least number of image groups that run one group per core; fewer groups
+// (the 2×2 and 4×4 layers of VGG, whose batch is one or two groups) run one after another, each
+// GEMM split across the cores.
+const minSlotGroups = 4
+
 // forEachGroup calls fn for the images of a batch of nb, in groups of g.group side by side.
-// Single images go in convSlots pieces (slot) that the cores take as they become free, each call
-// with its core's (worker's) scratch space and a serial GEMM; groups run one after another, slot
-// 0, each with its GEMM (and column work) split across cores (par).
+// When there are enough groups, they go in convSlots pieces (slot) that the cores take as they
+// become free, each call with its core's (worker's) scratch space and a serial GEMM; otherwise the
+// groups run one after another, worker and slot 0, each with its GEMM (and column work) split
+// across cores (par).
 func (g *convGeom) forEachGroup(nb int, fn func(worker, slot, n0, cnt int, par bool)) {
 	size := min(g.group, nb)
-	if size == 1 {
-		dynamic(nb, convSlots, func(worker, slot, lo, hi int) {
-			for n := lo; n < hi; n++ {
-				fn(worker, slot, n, 1, false)
+	groups := (nb + size - 1) / size
+	if groups >= minSlotGroups || size == 1 {
+		dynamic(groups, convSlots, func(worker, slot, lo, hi int) {
+			for gi := lo; gi < hi; gi++ {
+				n0 := gi * size
+				fn(worker, slot, n0, min(size, nb-n0), false)
 			}
 		})
 		return
@@ -83,11 +92,12 @@ func (g *convGeom) forEachGroup(nb int, fn func(worker, slot, n0, cnt int, par b
 }
 
 // scratchChunks returns the number of workers forEachGroup runs, each needing scratch space of
-// its own, the number of images per call and the number of slots.
+// its own, the most images per call and the number of slots.
 func (g *convGeom) scratchChunks(nb int) (k, size, slots int) {
 	size = min(g.group, nb)
-	if size == 1 {
-		return dynamicWorkers(nb, convSlots), 1, min(nb, convSlots)
+	groups := (nb + size - 1) / size
+	if groups >= minSlotGroups || size == 1 {
+		return dynamicWorkers(groups, convSlots), size, min(groups, convSlots)
 	}
 	return 1, size, 1
 }
