@@ -195,8 +195,7 @@ func (o *bnOp) sums(masked, x, dy, y []float32, nb, s, c int) (sdy, sdyx float64
 		case !o.relu:
 			p, q = sumDyDev(dy[i:i+s], x[i:i+s], m)
 		case masked != nil:
-			reluBackward(masked[i:i+s], y[i:i+s], dy[i:i+s])
-			p, q = sumDyDev(masked[i:i+s], x[i:i+s], m)
+			p, q = maskSumDyDev(masked[i:i+s], dy[i:i+s], y[i:i+s], x[i:i+s], m)
 		default:
 			p, q = sumMaskedDyDev(dy[i:i+s], y[i:i+s], x[i:i+s], m)
 		}
@@ -428,27 +427,53 @@ func sumDyDev(dy, x []float32, m float32) (sdy, sdyx float32) {
 func sumMaskedDyDev(dy, y, x []float32, m float32) (sdy, sdyx float32) {
 	y, x = y[:len(dy)], x[:len(dy)]
 	var p, q [4]float32
-	mask := func(i int) float32 {
-		v := math.Float32bits(dy[i])
-		if math.Float32bits(y[i])-1 >= 0x7f800000 {
-			v = 0
-		}
-		return math.Float32frombits(v)
-	}
 	i := 0
 	for ; i+4 <= len(dy); i += 4 {
+		d, v, e := (*[4]float32)(dy[i:]), (*[4]float32)(y[i:]), (*[4]float32)(x[i:])
 		for k := range 4 {
-			g := mask(i + k)
+			g := masked(d[k], v[k])
 			p[k] += g
-			q[k] += g * (x[i+k] - m)
+			q[k] += g * (e[k] - m)
 		}
 	}
 	for ; i < len(dy); i++ {
-		g := mask(i)
+		g := masked(dy[i], y[i])
 		p[0] += g
 		q[0] += g * (x[i] - m)
 	}
 	return (p[0] + p[1]) + (p[2] + p[3]), (q[0] + q[1]) + (q[2] + q[3])
+}
+
+// maskSumDyDev sets g to dy masked by y > 0 and returns sumMaskedDyDev's sums, in one pass.
+func maskSumDyDev(g, dy, y, x []float32, m float32) (sdy, sdyx float32) {
+	g, y, x = g[:len(dy)], y[:len(dy)], x[:len(dy)]
+	var p, q [4]float32
+	i := 0
+	for ; i+4 <= len(dy); i += 4 {
+		d, v, e, o := (*[4]float32)(dy[i:]), (*[4]float32)(y[i:]), (*[4]float32)(x[i:]), (*[4]float32)(g[i:])
+		for k := range 4 {
+			gk := masked(d[k], v[k])
+			o[k] = gk
+			p[k] += gk
+			q[k] += gk * (e[k] - m)
+		}
+	}
+	for ; i < len(dy); i++ {
+		gk := masked(dy[i], y[i])
+		g[i] = gk
+		p[0] += gk
+		q[0] += gk * (x[i] - m)
+	}
+	return (p[0] + p[1]) + (p[2] + p[3]), (q[0] + q[1]) + (q[2] + q[3])
+}
+
+// masked is dy where y > 0 and 0 elsewhere (also where y is NaN), as reluBackward computes it.
+func masked(dy, y float32) float32 {
+	v := math.Float32bits(dy)
+	if math.Float32bits(y)-1 >= 0x7f800000 {
+		v = 0
+	}
+	return math.Float32frombits(v)
 }
 
 // affine sets y = x·a + b.
