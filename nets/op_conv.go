@@ -20,6 +20,11 @@ type convGeom struct {
 	kdim, outPlane int       // cin*k*k, oh*ow
 	group          int       // images per GEMM
 	taps           []convTap // per kernel tap (i·k+j), when shifted
+
+	// For stride 1 and same padding (a k×k kernel, k > 1, with padding (k-1)/2): where row
+	// (c, i, j) of the column matrix starts in shiftedPlanes' output, whose planes are extent long.
+	rows   []int
+	extent int
 }
 
 // convTap is where one kernel tap of a shifted geometry reads: output position q reads input
@@ -48,6 +53,14 @@ func newConvGeom(cin, h, w, cout, k, stride, pad int) (convGeom, error) {
 	g.kdim = cin * k * k
 	g.outPlane = g.oh * g.ow
 	g.group = max(1, (minGEMMWidth+g.outPlane-1)/g.outPlane)
+	if stride == 1 && k > 1 && 2*pad == k-1 {
+		g.extent = g.outPlane + 2*pad*w
+		g.rows = make([]int, g.kdim)
+		for r := range g.rows {
+			c, i, j := r/(k*k), r/k%k, r%k
+			g.rows[r] = (c*k+j)*g.extent + i*w
+		}
+	}
 	if g.shifted() {
 		g.taps = make([]convTap, k*k)
 		for t := range g.taps {
@@ -202,6 +215,37 @@ func gatherStrided(dst, src []float32, stride int) {
 	}
 	for i := range dst {
 		dst[i] = src[i*stride]
+	}
+}
+
+// shiftedPlanes writes, for a geometry with rows, the planes whose overlapping windows are the
+// rows of the column matrix of one image x: for every channel c and kernel column j, pad·w zeros,
+// the plane shifted by j-pad with zeros where that wraps around a row's end, and pad·w zeros.
+// Row (c, i, j) of the column matrix is the window of that plane i rows of the image on, so the
+// k·k copies of every plane im2col makes shrink to k.
+func (g *convGeom) shiftedPlanes(e, x []float32) {
+	lead := g.pad * g.w
+	for c := 0; c < g.cin; c++ {
+		plane := x[c*g.outPlane : (c+1)*g.outPlane]
+		for j := 0; j < g.k; j++ {
+			d := e[(c*g.k+j)*g.extent:][:g.extent]
+			clear(d[:lead])
+			clear(d[lead+g.outPlane:])
+			body := d[lead : lead+g.outPlane]
+			switch s := j - g.pad; {
+			case s >= g.w || -s >= g.w: // every position lies past a row's end
+				clear(body)
+			case s > 0:
+				copy(body, plane[s:])
+				clear(body[g.outPlane-s:])
+				zeroGaps(body, g.w-s, g.outPlane, g.w, s)
+			case s < 0:
+				copy(body[-s:], plane)
+				zeroGaps(body, 0, g.outPlane, g.w, -s)
+			default:
+				copy(body, plane)
+			}
+		}
 	}
 }
 
@@ -416,8 +460,9 @@ func (g *convGeom) forward(y, x, w, bias []float32, nb int, cols, outs *scratch)
 	if size > 1 {
 		outs.ensure(k, g.cout*size*g.outPlane)
 	}
+	in := g.cin * g.h * g.w
 	g.forEachGroup(nb, func(chunk, _, n0, cnt int, par bool) {
-		col, ld := g.columns(cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
+		ld := cnt * g.outPlane
 		out := y[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
 		if cnt > 1 {
 			out = outs.at(chunk, g.cout*ld)
@@ -432,6 +477,17 @@ func (g *convGeom) forward(y, x, w, bias []float32, nb int, cols, outs *scratch)
 			}
 			beta = 1
 		}
+		// Overlapping rows pay only where the GEMM would copy the column matrix into packed
+		// panels anyway: they make it pack from a third of the data, but it can no longer read B
+		// in place.
+		if cnt == 1 && g.rows != nil && fastKernel != nil && packsPlainB(fastKernel, g.cout, ld) {
+			e := cols.at(chunk, g.cin*g.k*g.extent)
+			g.shiftedPlanes(e, x[n0*in:(n0+1)*in])
+			if gemmRows(g.cout, ld, g.kdim, 1, w, g.kdim, e, g.rows, beta, out, ld) {
+				return
+			}
+		}
+		col, _ := g.columns(cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
 		gemm(false, false, g.cout, ld, g.kdim, 1, w, g.kdim, col, ld, beta, out, ld, par)
 		if cnt > 1 {
 			scatter(y, out, g.cout, g.outPlane, n0, cnt)

@@ -112,6 +112,8 @@ func TestConvMatchesGorgonia(t *testing.T) {
 		{2, 8, 16, 3, 3, 1, 1},  // groups of two: the last one is a single image
 		{4, 8, 16, 3, 1, 1, 0},  // the same, direct
 		{16, 2, 2, 12, 3, 1, 1}, // few positions per filter: col2im rather than flipped filters
+		{2, 16, 16, 3, 5, 1, 2}, // one image per GEMM, planes shifted by up to two
+		{3, 20, 13, 4, 3, 1, 1}, // one image per GEMM, odd row length
 	} {
 		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, uint64(c.h*c.k+c.stride)))
