@@ -328,22 +328,28 @@ func addTo(dst, src []float32) {
 
 // columns returns the column matrix of images [n0, n0+cnt) of x, side by side, using scratch
 // when the images are not already in that form.
-func (g *convGeom) columns(scratch, x []float32, n0, cnt int, par bool) (col []float32, ld int) {
-	ld = cnt * g.outPlane
+func (g *convGeom) columns(scratch, x []float32, n0, cnt int, par bool) ([]float32, int) {
+	ld := cnt * g.outPlane
 	in := g.cin * g.h * g.w
 	if g.direct && cnt == 1 {
 		return x[n0*in : (n0+1)*in], ld
 	}
-	col = scratch[:g.kdim*ld]
-	if !par {
-		// A loop of its own: the closure each takes would be allocated for every image.
-		for j := 0; j < cnt; j++ {
-			g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in])
-		}
+	col := scratch[:g.kdim*ld]
+	if par {
+		g.columnsParallel(col, x, n0, cnt)
 		return col, ld
 	}
-	each(cnt, par, func(j int) { g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in]) })
+	for j := 0; j < cnt; j++ {
+		g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in])
+	}
 	return col, ld
+}
+
+// columnsParallel is the parallel part of columns, a function of its own because its closure
+// would otherwise move columns' variables to the heap on every call, serial ones included.
+func (g *convGeom) columnsParallel(col, x []float32, n0, cnt int) {
+	ld, in := cnt*g.outPlane, g.cin*g.h*g.w
+	each(cnt, true, func(j int) { g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in]) })
 }
 
 // each calls fn(0..n-1), across cores when par is set.
