@@ -98,7 +98,12 @@ func (b *builder) conv(x *G.Node, name string, out, k, stride, pad int, bias boo
 }
 
 // batchNorm adds BatchNorm over the channel axis, with PyTorch's names and initial values.
-func (b *builder) batchNorm(x *G.Node, name string) *G.Node {
+func (b *builder) batchNorm(x *G.Node, name string) *G.Node { return b.norm(x, name, false) }
+
+// batchNormReLU is batchNorm followed by a ReLU, fused into one op.
+func (b *builder) batchNormReLU(x *G.Node, name string) *G.Node { return b.norm(x, name, true) }
+
+func (b *builder) norm(x *G.Node, name string, relu bool) *G.Node {
 	if b.err != nil {
 		return nil
 	}
@@ -131,7 +136,7 @@ func (b *builder) batchNorm(x *G.Node, name string) *G.Node {
 		st = n.stats[b.si]
 		b.si++
 	}
-	y, err := batchNorm(x, gamma, beta, st, &n.st, b.train)
+	y, err := batchNorm(x, gamma, beta, st, &n.st, b.train, relu)
 	if !b.check(name, err) {
 		return nil
 	}
@@ -170,11 +175,12 @@ func (b *builder) relu(x *G.Node) *G.Node {
 	return y
 }
 
-func (b *builder) add(x, y *G.Node) *G.Node {
+// addReLU is max(x + y, 0): a residual connection and its ReLU.
+func (b *builder) addReLU(x, y *G.Node) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	z, err := G.Add(x, y)
+	z, err := addReLU(x, y)
 	if !b.check("residual add", err) {
 		return nil
 	}
@@ -186,7 +192,7 @@ func (b *builder) maxPool(x *G.Node) *G.Node {
 	if b.err != nil {
 		return nil
 	}
-	y, err := G.MaxPool2D(x, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
+	y, err := maxPool2x2(x)
 	if !b.check("maxpool", err) {
 		return nil
 	}

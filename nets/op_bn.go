@@ -23,7 +23,8 @@ type bnStats struct {
 }
 
 // bnOp is BatchNorm with its affine transform: y = γ·(x-μ)/√(σ²+ε) + β over the channel axis 1
-// of a (B, C, ...) input. In training it normalises with the statistics of the valid rows only
+// of a (B, C, ...) input, optionally followed by a ReLU (relu): fused, the ReLU costs no pass of
+// its own over memory, forward or backward. In training it normalises with the statistics of the valid rows only
 // (the first stepState.n rows), so that padding rows change neither the output of real rows nor
 // the running statistics; in evaluation it uses the running statistics.
 type bnOp struct {
@@ -31,6 +32,7 @@ type bnOp struct {
 	st    *bnStats
 	step  *stepState
 	train bool
+	relu  bool
 	dims  int
 	c     int
 
@@ -39,24 +41,38 @@ type bnOp struct {
 	mean, istd []float32
 	y          buffer
 
-	// runs counts training forwards. The input gradient's op saves Σ dy·x̂ per channel in sdyx,
-	// tagged with the forward it belongs to and the buffers it was computed from, so that the
-	// gamma gradient's op, which needs the same sums, can skip a pass over x and dy when it runs
-	// after it (as Gorgonia's tape orders them).
+	// runs counts training forwards. The input gradient's op saves Σ dy and Σ dy·x̂ per channel
+	// in sdy and sdyx, tagged with the forward it belongs to and the buffers it was computed from,
+	// so that the gamma (and, with the ReLU, beta) gradient's op, which needs the same sums, can
+	// skip a pass over x and dy when it runs after it (as Gorgonia's tape orders them).
 	runs          int
-	sdyx          []float64
-	sdyxRun       int
-	sdyxX, sdyxDY *float32
+	sdy, sdyx     []float64
+	sumsRun       int
+	sumsX, sumsDY *float32
 }
 
-func batchNorm(x, gamma, beta *G.Node, st *bnStats, step *stepState, train bool) (*G.Node, error) {
+// batchNorm applies BatchNorm to x, followed by a ReLU when relu is set.
+func batchNorm(x, gamma, beta *G.Node, st *bnStats, step *stepState, train, relu bool) (*G.Node, error) {
 	c := x.Shape()[1]
 	if len(st.mean) != c || gamma.Shape().TotalSize() != c || beta.Shape().TotalSize() != c {
 		return nil, fmt.Errorf("batchnorm: input %v, gamma %v, beta %v and %d statistics do not match", x.Shape(), gamma.Shape(), beta.Shape(), len(st.mean))
 	}
-	op := &bnOp{opBase: opBase{name: "batchnorm", arity: 3}, st: st, step: step, train: train, dims: x.Dims(), c: c,
-		mean: make([]float32, c), istd: make([]float32, c), sdyx: make([]float64, c)}
+	name := "batchnorm"
+	if relu {
+		name = "batchnorm+relu"
+	}
+	op := &bnOp{opBase: opBase{name: name, arity: 3}, st: st, step: step, train: train, relu: relu, dims: x.Dims(), c: c,
+		mean: make([]float32, c), istd: make([]float32, c), sdy: make([]float64, c), sdyx: make([]float64, c)}
 	return G.ApplyOp(op, x, gamma, beta)
+}
+
+// normalize sets y = x·a + b, or max(x·a + b, 0) with the ReLU.
+func (o *bnOp) normalize(y, x []float32, a, b float32) {
+	if o.relu {
+		affineReLU(y, x, a, b)
+		return
+	}
+	affine(y, x, a, b)
 }
 
 func (o *bnOp) Type() hm.Type { return fnType(o.dims, o.dims, 1, 1) }
@@ -81,14 +97,14 @@ func (o *bnOp) Do(vs ...G.Value) (v G.Value, err error) {
 	s := len(x) / (nb * o.c)
 	t, y := o.y.get(shape, false)
 	if !o.train {
-		parallel(o.c, 1, func(_, lo, hi int) {
+		dynamic(o.c, o.c, func(_, _, lo, hi int) {
 			for c := lo; c < hi; c++ {
 				istd := float32(1 / math.Sqrt(float64(o.st.vari[c])+bnEps))
 				a := gamma[c] * istd
 				b := beta[c] - o.st.mean[c]*a
 				for n := 0; n < nb; n++ {
 					i := (n*o.c + c) * s
-					affine(y[i:i+s], x[i:i+s], a, b)
+					o.normalize(y[i:i+s], x[i:i+s], a, b)
 				}
 			}
 		})
@@ -99,7 +115,7 @@ func (o *bnOp) Do(vs ...G.Value) (v G.Value, err error) {
 	cnt := valid * s
 	o.n = valid
 	o.runs++
-	parallel(o.c, 1, func(_, lo, hi int) {
+	dynamic(o.c, o.c, func(_, _, lo, hi int) {
 		for c := lo; c < hi; c++ {
 			var sum float64
 			for n := 0; n < valid; n++ {
@@ -128,7 +144,7 @@ func (o *bnOp) Do(vs ...G.Value) (v G.Value, err error) {
 			b := beta[c] - m32*a
 			for n := 0; n < nb; n++ {
 				i := (n*o.c + c) * s
-				affine(y[i:i+s], x[i:i+s], a, b)
+				o.normalize(y[i:i+s], x[i:i+s], a, b)
 			}
 		}
 	})
@@ -141,15 +157,25 @@ func (o *bnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	if !o.train {
 		return nil, fmt.Errorf("%s: evaluation-mode BatchNorm has no backward", o.name)
 	}
-	dx, err := G.ApplyOp(&bnDXOp{opBase: opBase{name: "batchnorm.dx", arity: 3}, fwd: o}, in[0], in[1], grad)
+	// With the ReLU the gradient ops also read the output, whose sign masks dy.
+	dxIn, sumIn := G.Nodes{in[0], in[1], grad}, G.Nodes{in[0], grad}
+	if o.relu {
+		dxIn, sumIn = append(dxIn, out), append(sumIn, out)
+	}
+	dx, err := G.ApplyOp(&bnDXOp{opBase: opBase{name: o.name + ".dx", arity: len(dxIn)}, fwd: o}, dxIn...)
 	if err != nil {
 		return nil, err
 	}
-	dg, err := G.ApplyOp(&bnDGammaOp{opBase: opBase{name: "batchnorm.dgamma", arity: 2}, fwd: o}, in[0], grad)
+	dg, err := G.ApplyOp(&bnDParamOp{opBase: opBase{name: o.name + ".dgamma", arity: len(sumIn)}, fwd: o, gamma: true}, sumIn...)
 	if err != nil {
 		return nil, err
 	}
-	db, err := channelSum(grad)
+	var db *G.Node
+	if o.relu {
+		db, err = G.ApplyOp(&bnDParamOp{opBase: opBase{name: o.name + ".dbeta", arity: len(sumIn)}, fwd: o}, sumIn...)
+	} else {
+		db, err = channelSum(grad)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -158,12 +184,21 @@ func (o *bnOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 
 // sums returns, for channel c, Σ dy and Σ dy·x̂ over all rows: padding rows have zero
 // gradient in practice, but their outputs do depend on the statistics, so they belong to the
-// exact derivative.
-func (o *bnOp) sums(x, dy []float32, nb, s, c int) (sdy, sdyx float64) {
+// exact derivative. With the ReLU, dy is first masked by the output y; when masked is not nil
+// the masked dy is also written there.
+func (o *bnOp) sums(masked, x, dy, y []float32, nb, s, c int) (sdy, sdyx float64) {
 	m, is := o.mean[c], o.istd[c]
 	for n := 0; n < nb; n++ {
 		i := (n*o.c + c) * s
-		p, q := sumDyDev(dy[i:i+s], x[i:i+s], m)
+		var p, q float32
+		switch {
+		case !o.relu:
+			p, q = sumDyDev(dy[i:i+s], x[i:i+s], m)
+		case masked != nil:
+			p, q = maskSumDyDev(masked[i:i+s], dy[i:i+s], y[i:i+s], x[i:i+s], m)
+		default:
+			p, q = sumMaskedDyDev(dy[i:i+s], y[i:i+s], x[i:i+s], m)
+		}
 		sdy += float64(p)
 		sdyx += float64(q)
 	}
@@ -177,7 +212,13 @@ type bnDXOp struct {
 	dx  buffer
 }
 
-func (o *bnDXOp) Type() hm.Type { return fnType(o.fwd.dims, o.fwd.dims, 1, o.fwd.dims) }
+func (o *bnDXOp) Type() hm.Type {
+	d := o.fwd.dims
+	if o.arity == 4 {
+		return fnType(d, d, 1, d, d)
+	}
+	return fnType(d, d, 1, d)
+}
 
 func (o *bnDXOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	s, err := shapeOf(ds, 0)
@@ -196,15 +237,24 @@ func (o *bnDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 	f := o.fwd
 	f.step.bwdOps++
 	x, gamma, dy := in[0], in[1], in[2]
+	var y []float32
+	if f.relu {
+		y = in[3]
+	}
 	shape := vs[0].Shape()
 	nb := shape[0]
 	s := len(x) / (nb * f.c)
 	t, dx := o.dx.get(shape, false)
 	cnt := float64(f.n * s)
-	parallel(f.c, 1, func(_, lo, hi int) {
+	// With the ReLU, sums leaves the masked dy in dx, which the second pass then reads in place.
+	g := dy
+	if f.relu {
+		g = dx
+	}
+	dynamic(f.c, f.c, func(_, _, lo, hi int) {
 		for c := lo; c < hi; c++ {
-			sdy, sdyx := f.sums(x, dy, nb, s, c)
-			f.sdyx[c] = sdyx
+			sdy, sdyx := f.sums(dx, x, dy, y, nb, s, c)
+			f.sdy[c], f.sdyx[c] = sdy, sdyx
 			m, is := f.mean[c], f.istd[c]
 			a := gamma[c] * is
 			mdy := float32(sdy / cnt)
@@ -212,16 +262,16 @@ func (o *bnDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 			for n := 0; n < nb; n++ {
 				i := (n*f.c + c) * s
 				if n >= f.n {
-					for k, g := range dy[i : i+s] {
-						dx[i+k] = a * g
+					for k, v := range g[i : i+s] {
+						dx[i+k] = a * v
 					}
 					continue
 				}
-				bnGrad(dx[i:i+s], dy[i:i+s], x[i:i+s], m, is, a, mdy, mdyx)
+				bnGrad(dx[i:i+s], g[i:i+s], x[i:i+s], m, is, a, mdy, mdyx)
 			}
 		}
 	})
-	f.sdyxRun, f.sdyxX, f.sdyxDY = f.runs, first(x), first(dy)
+	f.sumsRun, f.sumsX, f.sumsDY = f.runs, first(x), first(dy)
 	return t, nil
 }
 
@@ -230,20 +280,28 @@ func (o *bnDXOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 	return nil, fmt.Errorf("%s: no second derivative", o.name)
 }
 
-// bnDGammaOp is Σ dy·x̂ per channel.
-type bnDGammaOp struct {
+// bnDParamOp is the gradient of gamma, Σ dy·x̂ per channel, or (without gamma) of beta, Σ dy,
+// from the inputs (x, dy) or, with the ReLU, (x, dy, y).
+type bnDParamOp struct {
 	opBase
-	fwd *bnOp
-	dg  buffer
+	fwd   *bnOp
+	gamma bool
+	dp    buffer
 }
 
-func (o *bnDGammaOp) Type() hm.Type { return fnType(1, o.fwd.dims, o.fwd.dims) }
+func (o *bnDParamOp) Type() hm.Type {
+	d := o.fwd.dims
+	if o.arity == 3 {
+		return fnType(1, d, d, d)
+	}
+	return fnType(1, d, d)
+}
 
-func (o *bnDGammaOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+func (o *bnDParamOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{o.fwd.c}, nil
 }
 
-func (o *bnDGammaOp) Do(vs ...G.Value) (v G.Value, err error) {
+func (o *bnDParamOp) Do(vs ...G.Value) (v G.Value, err error) {
 	defer guard(o.name, &err)
 	in, err := inputs(&o.opBase, vs)
 	if err != nil {
@@ -251,19 +309,28 @@ func (o *bnDGammaOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	f := o.fwd
 	x, dy := in[0], in[1]
+	var y []float32
+	if f.relu {
+		y = in[2]
+	}
 	nb := vs[0].Shape()[0]
 	s := len(x) / (nb * f.c)
-	t, dg := o.dg.get(tensor.Shape{f.c}, false)
-	if f.sdyxRun == f.runs && f.sdyxX == first(x) && f.sdyxDY == first(dy) {
-		for c := range dg {
-			dg[c] = float32(f.sdyx[c])
+	t, dp := o.dp.get(tensor.Shape{f.c}, false)
+	pick := func(sdy, sdyx float64) float32 {
+		if o.gamma {
+			return float32(sdyx)
+		}
+		return float32(sdy)
+	}
+	if f.sumsRun == f.runs && f.sumsX == first(x) && f.sumsDY == first(dy) {
+		for c := range dp {
+			dp[c] = pick(f.sdy[c], f.sdyx[c])
 		}
 		return t, nil
 	}
-	parallel(f.c, 1, func(_, lo, hi int) {
+	dynamic(f.c, f.c, func(_, _, lo, hi int) {
 		for c := lo; c < hi; c++ {
-			_, sdyx := f.sums(x, dy, nb, s, c)
-			dg[c] = float32(sdyx)
+			dp[c] = pick(f.sums(nil, x, dy, y, nb, s, c))
 		}
 	})
 	return t, nil
@@ -277,8 +344,8 @@ func first(v []float32) *float32 {
 	return &v[0]
 }
 
-func (o *bnDGammaOp) DiffWRT(n int) []bool { return make([]bool, n) }
-func (o *bnDGammaOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+func (o *bnDParamOp) DiffWRT(n int) []bool { return make([]bool, n) }
+func (o *bnDParamOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 	return nil, fmt.Errorf("%s: no second derivative", o.name)
 }
 
@@ -354,11 +421,78 @@ func sumDyDev(dy, x []float32, m float32) (sdy, sdyx float32) {
 	return (p[0] + p[1]) + (p[2] + p[3]), (q[0] + q[1]) + (q[2] + q[3])
 }
 
+// sumMaskedDyDev returns Σ g and Σ g·(x-m) where g is dy masked by y > 0 as reluBackward masks
+// it, summed in sumDyDev's order, so that both ways of computing BatchNorm's parameter gradients
+// give the same bits.
+func sumMaskedDyDev(dy, y, x []float32, m float32) (sdy, sdyx float32) {
+	y, x = y[:len(dy)], x[:len(dy)]
+	var p, q [4]float32
+	i := 0
+	for ; i+4 <= len(dy); i += 4 {
+		d, v, e := (*[4]float32)(dy[i:]), (*[4]float32)(y[i:]), (*[4]float32)(x[i:])
+		for k := range 4 {
+			g := masked(d[k], v[k])
+			p[k] += g
+			q[k] += g * (e[k] - m)
+		}
+	}
+	for ; i < len(dy); i++ {
+		g := masked(dy[i], y[i])
+		p[0] += g
+		q[0] += g * (x[i] - m)
+	}
+	return (p[0] + p[1]) + (p[2] + p[3]), (q[0] + q[1]) + (q[2] + q[3])
+}
+
+// maskSumDyDev sets g to dy masked by y > 0 and returns sumMaskedDyDev's sums, in one pass.
+func maskSumDyDev(g, dy, y, x []float32, m float32) (sdy, sdyx float32) {
+	g, y, x = g[:len(dy)], y[:len(dy)], x[:len(dy)]
+	var p, q [4]float32
+	i := 0
+	for ; i+4 <= len(dy); i += 4 {
+		d, v, e, o := (*[4]float32)(dy[i:]), (*[4]float32)(y[i:]), (*[4]float32)(x[i:]), (*[4]float32)(g[i:])
+		for k := range 4 {
+			gk := masked(d[k], v[k])
+			o[k] = gk
+			p[k] += gk
+			q[k] += gk * (e[k] - m)
+		}
+	}
+	for ; i < len(dy); i++ {
+		gk := masked(dy[i], y[i])
+		g[i] = gk
+		p[0] += gk
+		q[0] += gk * (x[i] - m)
+	}
+	return (p[0] + p[1]) + (p[2] + p[3]), (q[0] + q[1]) + (q[2] + q[3])
+}
+
+// masked is dy where y > 0 and 0 elsewhere (also where y is NaN), as reluBackward computes it.
+func masked(dy, y float32) float32 {
+	v := math.Float32bits(dy)
+	if math.Float32bits(y)-1 >= 0x7f800000 {
+		v = 0
+	}
+	return math.Float32frombits(v)
+}
+
 // affine sets y = x·a + b.
 func affine(y, x []float32, a, b float32) {
 	y = y[:len(x)]
 	for i, e := range x {
 		y[i] = e*a + b
+	}
+}
+
+// affineReLU sets y = max(x·a + b, 0), branch-free like reluForward.
+func affineReLU(y, x []float32, a, b float32) {
+	y = y[:len(x)]
+	for i, e := range x {
+		u := math.Float32bits(e*a + b)
+		if u-0x80000000 <= 0x7f800000 {
+			u = 0
+		}
+		y[i] = math.Float32frombits(u)
 	}
 }
 

@@ -20,6 +20,11 @@ type convGeom struct {
 	kdim, outPlane int       // cin*k*k, oh*ow
 	group          int       // images per GEMM
 	taps           []convTap // per kernel tap (i·k+j), when shifted
+
+	// For stride 1 and same padding (a k×k kernel, k > 1, with padding (k-1)/2): where row
+	// (c, i, j) of the column matrix starts in shiftedPlanes' output, whose planes are extent long.
+	rows   []int
+	extent int
 }
 
 // convTap is where one kernel tap of a shifted geometry reads: output position q reads input
@@ -48,6 +53,14 @@ func newConvGeom(cin, h, w, cout, k, stride, pad int) (convGeom, error) {
 	g.kdim = cin * k * k
 	g.outPlane = g.oh * g.ow
 	g.group = max(1, (minGEMMWidth+g.outPlane-1)/g.outPlane)
+	if stride == 1 && k > 1 && 2*pad == k-1 {
+		g.extent = g.outPlane + 2*pad*w
+		g.rows = make([]int, g.kdim)
+		for r := range g.rows {
+			c, i, j := r/(k*k), r/k%k, r%k
+			g.rows[r] = (c*k+j)*g.extent + i*w
+		}
+	}
 	if g.shifted() {
 		g.taps = make([]convTap, k*k)
 		for t := range g.taps {
@@ -58,33 +71,48 @@ func newConvGeom(cin, h, w, cout, k, stride, pad int) (convGeom, error) {
 	return g, nil
 }
 
+// convSlots is the number of pieces the images of a batch are cut into when they run one image
+// (or one group) per core. It is fixed, so that the filter gradient, summed per piece and then
+// over the pieces in order, depends neither on the number of cores nor on which core ran which
+// piece.
+const convSlots = 8
+
+// minSlotGroups is the least number of image groups that run one group per core; fewer groups
+// (the 2×2 and 4×4 layers of VGG, whose batch is one or two groups) run one after another, each
+// GEMM split across the cores.
+const minSlotGroups = 4
+
 // forEachGroup calls fn for the images of a batch of nb, in groups of g.group side by side.
-// Single images are spread across cores, each call with its own chunk of scratch space and a
-// serial GEMM; groups run one after another, each with its GEMM (and column work) split across
-// cores (par).
-func (g *convGeom) forEachGroup(nb int, fn func(chunk, n0, cnt int, par bool)) {
+// When there are enough groups, they go in convSlots pieces (slot) that the cores take as they
+// become free, each call with its core's (worker's) scratch space and a serial GEMM; otherwise the
+// groups run one after another, worker and slot 0, each with its GEMM (and column work) split
+// across cores (par).
+func (g *convGeom) forEachGroup(nb int, fn func(worker, slot, n0, cnt int, par bool)) {
 	size := min(g.group, nb)
-	if size == 1 {
-		parallel(nb, 1, func(chunk, lo, hi int) {
-			for n := lo; n < hi; n++ {
-				fn(chunk, n, 1, false)
+	groups := (nb + size - 1) / size
+	if groups >= minSlotGroups || size == 1 {
+		dynamic(groups, convSlots, func(worker, slot, lo, hi int) {
+			for gi := lo; gi < hi; gi++ {
+				n0 := gi * size
+				fn(worker, slot, n0, min(size, nb-n0), false)
 			}
 		})
 		return
 	}
 	for n0 := 0; n0 < nb; n0 += size {
-		fn(0, n0, min(size, nb-n0), true)
+		fn(0, 0, n0, min(size, nb-n0), true)
 	}
 }
 
-// scratchChunks is the number of chunks of scratch space forEachGroup needs, and the number of
-// images per chunk.
-func (g *convGeom) scratchChunks(nb int) (k, size int) {
+// scratchChunks returns the number of workers forEachGroup runs, each needing scratch space of
+// its own, the most images per call and the number of slots.
+func (g *convGeom) scratchChunks(nb int) (k, size, slots int) {
 	size = min(g.group, nb)
-	if size == 1 {
-		return chunks(nb, 1), 1
+	groups := (nb + size - 1) / size
+	if groups >= minSlotGroups || size == 1 {
+		return dynamicWorkers(groups, convSlots), size, min(groups, convSlots)
 	}
-	return 1, size
+	return 1, size, 1
 }
 
 // span returns the output positions o in [lo, hi) whose input coordinate o*stride-pad+off lies
@@ -167,10 +195,55 @@ func (g *convGeom) im2col(col []float32, ld int, x []float32) {
 						copy(row[xlo:xhi], src[xlo-g.pad+j:])
 						continue
 					}
-					for ox := xlo; ox < xhi; ox++ {
-						row[ox] = src[ox*g.stride-g.pad+j]
+					if xlo < xhi {
+						gatherStrided(row[xlo:xhi], src[xlo*g.stride-g.pad+j:], g.stride)
 					}
 				}
+			}
+		}
+	}
+}
+
+// gatherStrided sets dst[i] = src[i·stride], with the bounds checked once instead of per element.
+func gatherStrided(dst, src []float32, stride int) {
+	src = src[:(len(dst)-1)*stride+1]
+	if stride == 2 {
+		for i := range dst {
+			dst[i] = src[2*i]
+		}
+		return
+	}
+	for i := range dst {
+		dst[i] = src[i*stride]
+	}
+}
+
+// shiftedPlanes writes, for a geometry with rows, the planes whose overlapping windows are the
+// rows of the column matrix of one image x: for every channel c and kernel column j, pad·w zeros,
+// the plane shifted by j-pad with zeros where that wraps around a row's end, and pad·w zeros.
+// Row (c, i, j) of the column matrix is the window of that plane i rows of the image on, so the
+// k·k copies of every plane im2col makes shrink to k.
+func (g *convGeom) shiftedPlanes(e, x []float32) {
+	lead := g.pad * g.w
+	for c := 0; c < g.cin; c++ {
+		plane := x[c*g.outPlane : (c+1)*g.outPlane]
+		for j := 0; j < g.k; j++ {
+			d := e[(c*g.k+j)*g.extent:][:g.extent]
+			clear(d[:lead])
+			clear(d[lead+g.outPlane:])
+			body := d[lead : lead+g.outPlane]
+			switch s := j - g.pad; {
+			case s >= g.w || -s >= g.w: // every position lies past a row's end
+				clear(body)
+			case s > 0:
+				copy(body, plane[s:])
+				clear(body[g.outPlane-s:])
+				zeroGaps(body, g.w-s, g.outPlane, g.w, s)
+			case s < 0:
+				copy(body[-s:], plane)
+				zeroGaps(body, 0, g.outPlane, g.w, -s)
+			default:
+				copy(body, plane)
 			}
 		}
 	}
@@ -255,15 +328,28 @@ func addTo(dst, src []float32) {
 
 // columns returns the column matrix of images [n0, n0+cnt) of x, side by side, using scratch
 // when the images are not already in that form.
-func (g *convGeom) columns(scratch, x []float32, n0, cnt int, par bool) (col []float32, ld int) {
-	ld = cnt * g.outPlane
+func (g *convGeom) columns(scratch, x []float32, n0, cnt int, par bool) ([]float32, int) {
+	ld := cnt * g.outPlane
 	in := g.cin * g.h * g.w
 	if g.direct && cnt == 1 {
 		return x[n0*in : (n0+1)*in], ld
 	}
-	col = scratch[:g.kdim*ld]
-	each(cnt, par, func(j int) { g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in]) })
+	col := scratch[:g.kdim*ld]
+	if par {
+		g.columnsParallel(col, x, n0, cnt)
+		return col, ld
+	}
+	for j := 0; j < cnt; j++ {
+		g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in])
+	}
 	return col, ld
+}
+
+// columnsParallel is the parallel part of columns, a function of its own because its closure
+// would otherwise move columns' variables to the heap on every call, serial ones included.
+func (g *convGeom) columnsParallel(col, x []float32, n0, cnt int) {
+	ld, in := cnt*g.outPlane, g.cin*g.h*g.w
+	each(cnt, true, func(j int) { g.im2col(col[j*g.outPlane:], ld, x[(n0+j)*in:(n0+j+1)*in]) })
 }
 
 // each calls fn(0..n-1), across cores when par is set.
@@ -364,20 +450,32 @@ func (o *convOp) Do(vs ...G.Value) (v G.Value, err error) {
 	x, w := in[0], in[1]
 	nb := len(x) / (g.cin * g.h * g.w)
 	t, y := o.y.get(tensor.Shape{nb, g.cout, g.oh, g.ow}, false)
-	k, size := g.scratchChunks(nb)
-	o.cols.ensure(k, g.kdim*size*g.outPlane)
-	if size > 1 {
-		o.outs.ensure(k, g.cout*size*g.outPlane)
+	var bias []float32
+	if o.arity == 3 {
+		bias = in[2]
 	}
-	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
-		col, ld := g.columns(o.cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
+	g.forward(y, x, w, bias, nb, &o.cols, &o.outs)
+	return t, nil
+}
+
+// forward sets y to the convolution of the nb images of x with the filters w (cout, kdim) plus
+// bias (nil for none), with per-chunk scratch space for column matrices and grouped outputs.
+func (g *convGeom) forward(y, x, w, bias []float32, nb int, cols, outs *scratch) {
+	k, size, _ := g.scratchChunks(nb)
+	cols.ensure(k, g.kdim*size*g.outPlane)
+	if size > 1 {
+		outs.ensure(k, g.cout*size*g.outPlane)
+	}
+	in := g.cin * g.h * g.w
+	g.forEachGroup(nb, func(chunk, _, n0, cnt int, par bool) {
+		ld := cnt * g.outPlane
 		out := y[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
 		if cnt > 1 {
-			out = o.outs.at(chunk, g.cout*ld)
+			out = outs.at(chunk, g.cout*ld)
 		}
 		beta := float32(0)
-		if o.arity == 3 {
-			for c, bc := range in[2] {
+		if bias != nil {
+			for c, bc := range bias {
 				p := out[c*ld : (c+1)*ld]
 				for i := range p {
 					p[i] = bc
@@ -385,12 +483,61 @@ func (o *convOp) Do(vs ...G.Value) (v G.Value, err error) {
 			}
 			beta = 1
 		}
+		// Overlapping rows pay only where the GEMM would copy the column matrix into packed
+		// panels anyway: they make it pack from a third of the data, but it can no longer read B
+		// in place.
+		if cnt == 1 && g.rows != nil && fastKernel != nil && packsPlainB(fastKernel, g.cout, ld) {
+			e := cols.at(chunk, g.cin*g.k*g.extent)
+			g.shiftedPlanes(e, x[n0*in:(n0+1)*in])
+			if gemmRows(g.cout, ld, g.kdim, 1, w, g.kdim, e, g.rows, beta, out, ld) {
+				return
+			}
+		}
+		col, _ := g.columns(cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
 		gemm(false, false, g.cout, ld, g.kdim, 1, w, g.kdim, col, ld, beta, out, ld, par)
 		if cnt > 1 {
 			scatter(y, out, g.cout, g.outPlane, n0, cnt)
 		}
 	})
-	return t, nil
+}
+
+// transposedGeom returns, for a stride-1 convolution with "same" padding (output as large as the
+// input), the geometry of the convolution that computes its input gradient: dy (cout channels)
+// convolved with the filters transposed (cout·k·k → cin) and flipped in both spatial axes, with
+// the same padding. Its column matrix is made of copies, where col2im would add the columns of
+// Wᵀ·dy into the image with a pass of read-modify-write per tap.
+func (g *convGeom) transposedGeom() (convGeom, bool) {
+	if g.stride != 1 || 2*g.pad != g.k-1 || g.direct {
+		return convGeom{}, false
+	}
+	t, err := newConvGeom(g.cout, g.oh, g.ow, g.cin, g.k, 1, g.pad)
+	return t, err == nil && t.oh == g.h && t.ow == g.w
+}
+
+// flipFilters sets wf (cin, cout, k, k) to the filters w (cout, cin, k, k) transposed and rotated
+// by 180 degrees: wf[ci][co][t] = w[co][ci][k·k-1-t].
+//
+// It is a transpose of a cout×cin matrix of k·k-float filters, done in square tiles so that
+// both the reads and the writes stay in a few runs of memory: the layers of VGG have millions of
+// weights.
+func (g *convGeom) flipFilters(wf, w []float32) {
+	const tile = 16
+	kk := g.k * g.k
+	for o0 := 0; o0 < g.cout; o0 += tile {
+		o1 := min(o0+tile, g.cout)
+		for i0 := 0; i0 < g.cin; i0 += tile {
+			i1 := min(i0+tile, g.cin)
+			for ci := i0; ci < i1; ci++ {
+				for co := o0; co < o1; co++ {
+					src := w[(co*g.cin+ci)*kk:][:kk]
+					dst := wf[(ci*g.cout+co)*kk:][:kk]
+					for t, v := range src {
+						dst[kk-1-t] = v
+					}
+				}
+			}
+		}
+	}
 }
 
 func (o *convOp) DiffWRT(n int) []bool {
@@ -401,18 +548,25 @@ func (o *convOp) DiffWRT(n int) []bool {
 func (o *convOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	var dx G.Op
 	if o.needDX {
-		dx = &convDXOp{opBase: opBase{name: o.name + ".dx", arity: 2}, fwd: o}
+		op := &convDXOp{opBase: opBase{name: o.name + ".dx", arity: 2}, fwd: o}
+		op.flipped, op.flip = o.g.transposedGeom()
+		dx = op
 	}
 	return weightedGrads(in, grad, dx, &convDWOp{opBase: opBase{name: o.name + ".dw", arity: 2}, fwd: o})
 }
 
-// convDXOp computes the input gradient: col2im(Wᵀ·dy) per image.
+// convDXOp computes the input gradient: col2im(Wᵀ·dy) per image, or for stride-1 convolutions
+// with "same" padding the convolution of dy with the flipped filters (transposedGeom).
 type convDXOp struct {
 	opBase
 	fwd  *convOp
 	dx   buffer
 	cols scratch
 	dys  scratch
+
+	flip    bool
+	flipped convGeom
+	wf      []float32
 }
 
 func (o *convDXOp) Type() hm.Type { return fnType(4, 4, 4) }
@@ -437,12 +591,22 @@ func (o *convDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 	nb := len(dy) / (g.cout * g.outPlane)
 	imgIn := g.cin * g.h * g.w
 	t, dx := o.dx.get(tensor.Shape{nb, g.cin, g.h, g.w}, false)
-	k, size := g.scratchChunks(nb)
+	// Flipping costs a pass over the filters, col2im one over cin·k·k columns per position: with
+	// few positions per filter (the 2×2 and 4×4 layers of VGG) col2im costs less.
+	if o.flip && nb*g.outPlane >= 4*max(g.cin, g.cout) {
+		if len(o.wf) != len(w) {
+			o.wf = make([]float32, len(w))
+		}
+		g.flipFilters(o.wf, w)
+		o.flipped.forward(dx, dy, o.wf, nil, nb, &o.cols, &o.dys)
+		return t, nil
+	}
+	k, size, _ := g.scratchChunks(nb)
 	o.cols.ensure(k, g.kdim*size*g.outPlane)
 	if size > 1 {
 		o.dys.ensure(k, g.cout*size*g.outPlane)
 	}
-	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
+	g.forEachGroup(nb, func(chunk, _, n0, cnt int, par bool) {
 		ld := cnt * g.outPlane
 		dyg := dy[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
 		if cnt > 1 {
@@ -455,6 +619,12 @@ func (o *convDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 		}
 		col := o.cols.at(chunk, g.kdim*ld)
 		gemm(true, false, g.kdim, ld, g.cout, 1, w, g.kdim, dyg, ld, 0, col, ld, par)
+		if !par {
+			for j := 0; j < cnt; j++ {
+				g.col2im(dx[(n0+j)*imgIn:(n0+j+1)*imgIn], col[j*g.outPlane:], ld)
+			}
+			return
+		}
 		each(cnt, par, func(j int) {
 			g.col2im(dx[(n0+j)*imgIn:(n0+j+1)*imgIn], col[j*g.outPlane:], ld)
 		})
@@ -467,7 +637,8 @@ func (o *convDXOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 	return nil, fmt.Errorf("%s: no second derivative", o.name)
 }
 
-// convDWOp computes the filter gradient Σ dy·colᵀ over images, one partial sum per worker.
+// convDWOp computes the filter gradient Σ dy·colᵀ over images, one partial sum per slot of
+// images, added up in slot order.
 type convDWOp struct {
 	opBase
 	fwd  *convOp
@@ -494,23 +665,20 @@ func (o *convDWOp) Do(vs ...G.Value) (v G.Value, err error) {
 	x, dy := in[0], in[1]
 	nb := len(x) / (g.cin * g.h * g.w)
 	t, dw := o.dw.get(tensor.Shape{g.cout, g.cin, g.k, g.k}, false)
-	k, size := g.scratchChunks(nb)
+	k, size, slots := g.scratchChunks(nb)
 	o.cols.ensure(k, g.kdim*size*g.outPlane)
 	if size > 1 {
 		o.dys.ensure(k, g.cout*size*g.outPlane)
 	}
-	o.acc.ensure(k, len(dw))
-	for c := 0; c < k; c++ {
-		if c == 0 {
-			clear(dw)
-		} else {
-			clear(o.acc.at(c, len(dw)))
-		}
+	o.acc.ensure(slots, len(dw))
+	clear(dw)
+	for s := 1; s < slots; s++ {
+		clear(o.acc.at(s, len(dw)))
 	}
-	g.forEachGroup(nb, func(chunk, n0, cnt int, par bool) {
+	g.forEachGroup(nb, func(chunk, slot, n0, cnt int, par bool) {
 		acc := dw
-		if chunk > 0 {
-			acc = o.acc.at(chunk, len(dw))
+		if slot > 0 {
+			acc = o.acc.at(slot, len(dw))
 		}
 		dyg := dy[n0*g.cout*g.outPlane : (n0+1)*g.cout*g.outPlane]
 		if cnt > 1 {
@@ -520,8 +688,8 @@ func (o *convDWOp) Do(vs ...G.Value) (v G.Value, err error) {
 		col, ld := g.columns(o.cols.at(chunk, g.kdim*cnt*g.outPlane), x, n0, cnt, par)
 		gemm(false, true, g.cout, g.kdim, ld, 1, dyg, ld, col, ld, 1, acc, g.kdim, par)
 	})
-	for c := 1; c < k; c++ {
-		for i, a := range o.acc.at(c, len(dw)) {
+	for s := 1; s < slots; s++ {
+		for i, a := range o.acc.at(s, len(dw)) {
 			dw[i] += a
 		}
 	}

@@ -33,32 +33,80 @@ func (o *reluOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, y := o.y.get(o.shape, false)
 	x := in[0]
-	parallel(len(x), 1<<15, func(_, lo, hi int) { reluForward(y[lo:hi], x[lo:hi]) })
+	dynamic(len(x), elementPieces(len(x)), func(_, _, lo, hi int) { reluForward(y[lo:hi], x[lo:hi]) })
 	return t, nil
 }
 
 func (o *reluOp) DiffWRT(n int) []bool { return []bool{true}[:n] }
 
 func (o *reluOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
-	d, err := G.ApplyOp(&reluGradOp{opBase: opBase{name: "relu.dx", arity: 2}, fwd: o}, out, grad)
+	d, err := reluGrad(o.name, o.shape, out, grad)
 	if err != nil {
 		return nil, err
 	}
 	return G.Nodes{d}, nil
 }
 
+// addReLUOp is max(a + b, 0), a residual connection and the ReLU after it in one pass instead of
+// Gorgonia's allocating addition and a second pass.
+type addReLUOp struct {
+	opBase
+	shape tensor.Shape
+	y     buffer
+}
+
+func addReLU(a, b *G.Node) (*G.Node, error) {
+	if !a.Shape().Eq(b.Shape()) {
+		return nil, fmt.Errorf("add+relu: shapes %v and %v differ", a.Shape(), b.Shape())
+	}
+	return G.ApplyOp(&addReLUOp{opBase: opBase{name: "add+relu", arity: 2}, shape: a.Shape().Clone()}, a, b)
+}
+
+func (o *addReLUOp) Type() hm.Type {
+	return fnType(len(o.shape), len(o.shape), len(o.shape))
+}
+
+func (o *addReLUOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return o.shape.Clone(), nil }
+
+func (o *addReLUOp) Do(vs ...G.Value) (v G.Value, err error) {
+	defer guard(o.name, &err)
+	in, err := inputs(&o.opBase, vs)
+	if err != nil {
+		return nil, err
+	}
+	t, y := o.y.get(o.shape, false)
+	a, b := in[0], in[1]
+	dynamic(len(a), elementPieces(len(a)), func(_, _, lo, hi int) { addReLUForward(y[lo:hi], a[lo:hi], b[lo:hi]) })
+	return t, nil
+}
+
+func (o *addReLUOp) DiffWRT(n int) []bool { return []bool{true, true}[:n] }
+
+// SymDiff hands both inputs the same masked gradient.
+func (o *addReLUOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	d, err := reluGrad(o.name, o.shape, out, grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{d, d}, nil
+}
+
 // reluGradOp is dy where the output was positive, 0 elsewhere.
 type reluGradOp struct {
 	opBase
-	fwd *reluOp
-	dx  buffer
+	shape tensor.Shape
+	dx    buffer
+}
+
+func reluGrad(name string, shape tensor.Shape, out, grad *G.Node) (*G.Node, error) {
+	return G.ApplyOp(&reluGradOp{opBase: opBase{name: name + ".dx", arity: 2}, shape: shape}, out, grad)
 }
 
 func (o *reluGradOp) Type() hm.Type {
-	return fnType(len(o.fwd.shape), len(o.fwd.shape), len(o.fwd.shape))
+	return fnType(len(o.shape), len(o.shape), len(o.shape))
 }
 
-func (o *reluGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return o.fwd.shape.Clone(), nil }
+func (o *reluGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return o.shape.Clone(), nil }
 
 func (o *reluGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 	defer guard(o.name, &err)
@@ -66,9 +114,9 @@ func (o *reluGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 	if err != nil {
 		return nil, err
 	}
-	t, dx := o.dx.get(o.fwd.shape, false)
+	t, dx := o.dx.get(o.shape, false)
 	y, dy := in[0], in[1]
-	parallel(len(y), 1<<15, func(_, lo, hi int) { reluBackward(dx[lo:hi], y[lo:hi], dy[lo:hi]) })
+	dynamic(len(y), elementPieces(len(y)), func(_, _, lo, hi int) { reluBackward(dx[lo:hi], y[lo:hi], dy[lo:hi]) })
 	return t, nil
 }
 
@@ -85,6 +133,18 @@ func reluForward(y, x []float32) {
 	for i, e := range x {
 		u := math.Float32bits(e)
 		if u-0x80000000 <= 0x7f800000 { // sign set and not NaN: -0 down to -Inf
+			u = 0
+		}
+		y[i] = math.Float32frombits(u)
+	}
+}
+
+// addReLUForward sets y = max(a + b, 0) as reluForward does.
+func addReLUForward(y, a, b []float32) {
+	y, b = y[:len(a)], b[:len(a)]
+	for i, e := range a {
+		u := math.Float32bits(e + b[i])
+		if u-0x80000000 <= 0x7f800000 {
 			u = 0
 		}
 		y[i] = math.Float32frombits(u)

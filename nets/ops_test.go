@@ -97,7 +97,8 @@ func assertClose(t *testing.T, what string, a, b []float32) {
 }
 
 // TestConvMatchesGorgonia compares the conv op's output and gradients with Gorgonia's Conv2d, for
-// feature maps small enough to be grouped several images per GEMM and large enough not to be.
+// feature maps small enough to be grouped several images per GEMM and large enough not to be,
+// and input gradients through col2im and through the flipped filters.
 func TestConvMatchesGorgonia(t *testing.T) {
 	for _, c := range []struct{ cin, h, w, cout, k, stride, pad int }{
 		{3, 7, 6, 4, 3, 1, 1},
@@ -110,6 +111,9 @@ func TestConvMatchesGorgonia(t *testing.T) {
 		{3, 16, 16, 2, 1, 1, 0}, // one image per GEMM, direct
 		{2, 8, 16, 3, 3, 1, 1},  // groups of two: the last one is a single image
 		{4, 8, 16, 3, 1, 1, 0},  // the same, direct
+		{16, 2, 2, 12, 3, 1, 1}, // few positions per filter: col2im rather than flipped filters
+		{2, 16, 16, 3, 5, 1, 2}, // one image per GEMM, planes shifted by up to two
+		{3, 20, 13, 4, 3, 1, 1}, // one image per GEMM, odd row length
 	} {
 		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, uint64(c.h*c.k+c.stride)))
@@ -180,11 +184,53 @@ func TestReLUMatchesGorgonia(t *testing.T) {
 	assertClose(t, "dx", gotG[0], wantG[0])
 }
 
-// TestBatchNormMatchesGorgonia compares training-mode BatchNorm (output, gradients and running
-// statistics after one step) with Gorgonia's BatchNorm, whose gradient is known to be right.
-func TestBatchNormMatchesGorgonia(t *testing.T) {
-	for _, shape := range [][]int{{4, 3, 5, 6}, {6, 2, 1, 1}} {
+// TestAddReLUMatchesGorgonia compares the fused residual addition and ReLU with Gorgonia's Add
+// and Rectify.
+func TestAddReLUMatchesGorgonia(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 6))
+	x, y := randTensor(r, 3, 4, 5), randTensor(r, 3, 4, 5)
+	rr := randSlice(r, 60)
+	want, wantG := runGraph(t, []*tensor.Dense{x, y}, rr, func(n []*G.Node) (*G.Node, error) {
+		s, err := G.Add(n[0], n[1])
+		if err != nil {
+			return nil, err
+		}
+		return G.Rectify(s)
+	})
+	got, gotG := runGraph(t, []*tensor.Dense{x, y}, rr, func(n []*G.Node) (*G.Node, error) { return addReLU(n[0], n[1]) })
+	assertClose(t, "output", got, want)
+	assertClose(t, "dx", gotG[0], wantG[0])
+	assertClose(t, "dy", gotG[1], wantG[1])
+}
+
+// TestMaxPoolMatchesGorgonia compares the 2×2 max pool with Gorgonia's MaxPool2D, on even and odd
+// feature maps.
+func TestMaxPoolMatchesGorgonia(t *testing.T) {
+	for _, shape := range [][]int{{2, 3, 4, 6}, {3, 2, 5, 7}} {
 		t.Run(fmt.Sprint(shape), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(8, uint64(shape[2])))
+			x := randTensor(r, shape...)
+			rr := randSlice(r, shape[0]*shape[1]*(shape[2]/2)*(shape[3]/2))
+			want, wantG := runGraph(t, []*tensor.Dense{x}, rr, func(n []*G.Node) (*G.Node, error) {
+				return G.MaxPool2D(n[0], tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
+			})
+			got, gotG := runGraph(t, []*tensor.Dense{x}, rr, func(n []*G.Node) (*G.Node, error) { return maxPool2x2(n[0]) })
+			assertClose(t, "output", got, want)
+			assertClose(t, "dx", gotG[0], wantG[0])
+		})
+	}
+}
+
+// TestBatchNormMatchesGorgonia compares training-mode BatchNorm (output, gradients and running
+// statistics after one step) with Gorgonia's BatchNorm, whose gradient is known to be right, and
+// the fused BatchNorm+ReLU with Gorgonia's BatchNorm followed by Rectify.
+func TestBatchNormMatchesGorgonia(t *testing.T) {
+	for _, tc := range []struct {
+		shape []int
+		relu  bool
+	}{{[]int{4, 3, 5, 6}, false}, {[]int{6, 2, 1, 1}, false}, {[]int{4, 3, 5, 6}, true}, {[]int{6, 2, 1, 1}, true}} {
+		shape := tc.shape
+		t.Run(fmt.Sprint(shape, tc.relu), func(t *testing.T) {
 			c := shape[1]
 			r := rand.New(rand.NewPCG(6, uint64(c)))
 			x := randTensor(r, shape...)
@@ -194,7 +240,10 @@ func TestBatchNormMatchesGorgonia(t *testing.T) {
 			want, wantG := runGraph(t, []*tensor.Dense{x, gamma, beta}, rr, func(n []*G.Node) (*G.Node, error) {
 				y, _, _, op, err := G.BatchNorm(n[0], n[1], n[2], bnMomentum, bnEps)
 				ref = op
-				return y, err
+				if err != nil || !tc.relu {
+					return y, err
+				}
+				return G.Rectify(y)
 			})
 			st := &bnStats{mean: make([]float32, c), vari: []float32{1, 1, 1}[:c]}
 			step := &stepState{n: shape[0]}
@@ -202,7 +251,7 @@ func TestBatchNormMatchesGorgonia(t *testing.T) {
 			g1.Reshape(c)
 			b1.Reshape(c)
 			got, gotG := runGraph(t, []*tensor.Dense{x, g1, b1}, rr, func(n []*G.Node) (*G.Node, error) {
-				return batchNorm(n[0], n[1], n[2], st, step, true)
+				return batchNorm(n[0], n[1], n[2], st, step, true, tc.relu)
 			})
 			assertClose(t, "output", got, want)
 			for i, name := range []string{"dx", "dgamma", "dbeta"} {

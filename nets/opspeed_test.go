@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -113,6 +114,17 @@ func TestBatchNormSums(t *testing.T) {
 		}
 		tol := 1e-6 * (1 + mag)
 		p, q := sumDyDev(dy, x, m)
+		y := randSlice(r, n)
+		masked := make([]float32, n)
+		reluBackward(masked, y, dy)
+		mp, mq := sumDyDev(masked, x, m)
+		if gp, gq := sumMaskedDyDev(dy, y, x, m); gp != mp || gq != mq {
+			t.Errorf("n=%d masked sums %g, %g; want those of the masked dy, %g, %g", n, gp, gq, mp, mq)
+		}
+		g := make([]float32, n)
+		if gp, gq := maskSumDyDev(g, dy, y, x, m); gp != mp || gq != mq || !slices.Equal(g, masked) {
+			t.Errorf("n=%d maskSumDyDev: sums %g, %g, want %g, %g, or the masked dy differs", n, gp, gq, mp, mq)
+		}
 		for _, c := range []struct {
 			name      string
 			got, want float64

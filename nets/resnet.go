@@ -16,19 +16,19 @@ func basicBlock(b *builder, x *G.Node, name string, out, stride int) *G.Node {
 		return nil
 	}
 	in := x.Shape()[1]
-	y := b.relu(b.batchNorm(b.conv(x, name+".conv1", out, 3, stride, 1, false), name+".bn1"))
+	y := b.batchNormReLU(b.conv(x, name+".conv1", out, 3, stride, 1, false), name+".bn1")
 	y = b.batchNorm(b.conv(y, name+".conv2", out, 3, 1, 1, false), name+".bn2")
 	short := x
 	if stride != 1 || in != out {
 		short = b.batchNorm(b.conv(x, name+".shortcut.0", out, 1, stride, 0, false), name+".shortcut.1")
 	}
-	return b.relu(b.add(y, short))
+	return b.addReLU(y, short)
 }
 
 // resNet is the shared body: a 3×3 stem (stride 1, no max pool: the CIFAR stem), stages of basic
 // blocks whose first block has the stage's stride, global average pooling and a linear layer.
 func resNet(b *builder, x *G.Node, s *Spec, stem int, widths, blocks, strides []int) *G.Node {
-	x = b.relu(b.batchNorm(b.conv(x, "conv1", s.channels(stem), 3, 1, 1, false), "bn1"))
+	x = b.batchNormReLU(b.conv(x, "conv1", s.channels(stem), 3, 1, 1, false), "bn1")
 	for i, w := range widths {
 		for j := 0; j < blocks[i]; j++ {
 			stride := 1

@@ -165,7 +165,7 @@ func sgemm(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float
 	}
 	if !par || workers() == 1 || 2*m*n*k < 2*sgemmParFlops {
 		s := sgemmPool.Get().(*sgemmScratch)
-		sgemmSerial(kern, s, tA, tB, 0, m, 0, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		sgemmSerial(kern, s, tA, tB, 0, m, 0, n, k, alpha, a, lda, b, ldb, nil, beta, c, ldc)
 		sgemmPool.Put(s)
 		return true
 	}
@@ -178,7 +178,7 @@ func sgemm(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float
 func sgemmParallel(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	run := func(m0, m1, n0, n1 int) {
 		s := sgemmPool.Get().(*sgemmScratch)
-		sgemmSerial(kern, s, tA, tB, m0, m1, n0, n1, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		sgemmSerial(kern, s, tA, tB, m0, m1, n0, n1, k, alpha, a, lda, b, ldb, nil, beta, c, ldc)
 		sgemmPool.Put(s)
 	}
 	mp, np := (m+kern.mr-1)/kern.mr, (n+kern.nr-1)/kern.nr
@@ -191,8 +191,9 @@ func sgemmParallel(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a
 	parallel(mp, per, func(_, lo, hi int) { run(lo*kern.mr, min(hi*kern.mr, m), 0, n) })
 }
 
-// sgemmSerial computes rows [m0, m1) and columns [n0, n1) of C on the calling goroutine.
-func sgemmSerial(kern *sgemmKernel, s *sgemmScratch, tA, tB bool, m0, m1, n0, n1, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+// sgemmSerial computes rows [m0, m1) and columns [n0, n1) of C on the calling goroutine. When
+// bRows is not nil, B is not transposed and its row l starts at b[bRows[l]] (ldb is unused).
+func sgemmSerial(kern *sgemmKernel, s *sgemmScratch, tA, tB bool, m0, m1, n0, n1, k int, alpha float32, a []float32, lda int, b []float32, ldb int, bRows []int, beta float32, c []float32, ldc int) {
 	mr, nr := kern.mr, kern.nr
 	kc := blockSize(k, sgemmKC, 1)
 	mc := blockSize(m1-m0, sgemmMC, mr)
@@ -202,7 +203,7 @@ func sgemmSerial(kern *sgemmKernel, s *sgemmScratch, tA, tB bool, m0, m1, n0, n1
 	// 4608×128×512, since packing it is a copy that gains nothing), a plain B when few A panels
 	// reuse it or its rows do not alias in cache.
 	directA := tA
-	directB := !tB && ((m1-m0+mr-1)/mr <= sgemmReuse || ldb%sgemmAlias != 0)
+	directB := bRows == nil && !tB && !packsPlainB(kern, m1-m0, ldb)
 	for jc := n0; jc < n1; jc += nc {
 		nn := min(nc, n1-jc)
 		for pc := 0; pc < k; pc += kc {
@@ -212,7 +213,11 @@ func sgemmSerial(kern *sgemmKernel, s *sgemmScratch, tA, tB bool, m0, m1, n0, n1
 				bet = 1 // later passes add to the first one's result
 			}
 			for jr := 0; jr < nn; jr += nr {
-				if nrr := min(nr, nn-jr); !directB || nrr < nr {
+				nrr := min(nr, nn-jr)
+				switch {
+				case bRows != nil:
+					packBRows(s.b[jr*kk:(jr+nr)*kk], b, bRows, pc, kk, jc+jr, nrr, nr)
+				case !directB || nrr < nr:
 					packB(s.b[jr*kk:(jr+nr)*kk], tB, b, ldb, pc, kk, jc+jr, nrr, nr)
 				}
 			}
@@ -257,6 +262,12 @@ func sgemmSerial(kern *sgemmKernel, s *sgemmScratch, tA, tB bool, m0, m1, n0, n1
 			}
 		}
 	}
+}
+
+// packsPlainB reports whether sgemmSerial packs a B that is not transposed, for m rows of C and
+// B's row stride ldb, rather than reading it in place.
+func packsPlainB(kern *sgemmKernel, m, ldb int) bool {
+	return (m+kern.mr-1)/kern.mr > sgemmReuse && ldb%sgemmAlias == 0
 }
 
 // packA copies the rows [i, i+rows) (rows ≤ mr) and steps [p, p+kk) of op(A) into dst as one

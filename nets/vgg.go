@@ -47,7 +47,7 @@ func buildVGG(b *builder, x *G.Node, s *Spec) *G.Node {
 			continue
 		}
 		x = b.conv(x, fmt.Sprintf("features.%d", i), s.channels(c), 3, 1, 1, true)
-		x = b.relu(b.batchNorm(x, fmt.Sprintf("features.%d", i+1)))
+		x = b.batchNormReLU(x, fmt.Sprintf("features.%d", i+1))
 		i += 3
 	}
 	return b.linear(b.flatten(x), "classifier", s.Classes, true)
