@@ -448,3 +448,35 @@ func TestShmProcessKilled(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkShm times the shared memory transport with the ranks as goroutines of this
+// process (each with a mapping of its own), like BenchmarkAllReduce and
+// BenchmarkAllGatherV; tools/bench-collectives compares separate processes with Open MPI.
+func BenchmarkShm(b *testing.B) {
+	for _, P := range []int{2, 4} {
+		b.Run(fmt.Sprintf("P=%d", P), func(b *testing.B) {
+			comms := startShm(b, P)
+			for _, size := range benchSizes {
+				b.Run("AllReduce/"+sizeName(size), func(b *testing.B) {
+					bufs := make([][]float32, P)
+					for r := range bufs {
+						bufs[r] = make([]float32, size/4)
+					}
+					benchRanks(b, comms, func(r int, c Communicator) error { return c.AllReduce(bufs[r], Sum) })
+					reportBus(b, float64(size)*2*float64(P-1)/float64(P))
+				})
+				b.Run("AllGatherV/"+sizeName(size), func(b *testing.B) {
+					send := make([][]byte, P)
+					for r := range send {
+						send[r] = make([]byte, size/P)
+					}
+					benchRanks(b, comms, func(r int, c Communicator) error {
+						_, err := c.AllGatherV(send[r])
+						return err
+					})
+					reportBus(b, float64(size)*float64(P-1)/float64(P))
+				})
+			}
+		})
+	}
+}

@@ -168,17 +168,23 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 	P, r := s.size, s.rank
 	for k := 0; k <= chunks; k++ {
 		if k < chunks {
+			// The others need every part of the chunk but the one this rank sums.
 			lo, hi := k*per, min(n, (k+1)*per)
-			copy(s.seg.slot(r, s.nextParity()), f32Bytes(buf[lo:hi], true))
-			o.sent += int64(4 * (hi - lo))
+			a, b := lo+(hi-lo)*r/P, lo+(hi-lo)*(r+1)/P
+			slot := bytesF32(s.seg.slot(r, s.nextParity()), true)
+			copy(slot, buf[lo:a])
+			copy(slot[b-lo:], buf[b:hi])
+			o.sent += int64(4 * (hi - lo - (b - a)))
 		}
 		if k > 0 {
-			// Sum this rank's part of the previous chunk, written one step ago.
-			m := min(n, k*per) - (k-1)*per
+			// Sum this rank's part of the previous chunk, written one step ago; its own
+			// share is still in buf.
+			lo := (k - 1) * per
+			m := min(n, k*per) - lo
 			a, b := m*r/P, m*(r+1)/P
 			par := s.step & 1
 			dst := bytesF32(s.seg.result(par)[4*a:4*b], true)
-			s.sumSlots(dst, par, a, b)
+			s.sumParts(dst, par, a, b, buf[lo+a:lo+b])
 			if op == Average {
 				divideBy(dst, float32(P))
 			}
@@ -199,6 +205,20 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 		}
 	}
 	return nil
+}
+
+// sumParts is sumSlots with this rank's operand taken from own instead of its slot.
+func (s *shmComm) sumParts(dst []float32, par uint32, a, b int, own []float32) {
+	src := func(p int) []float32 {
+		if p == s.rank {
+			return own
+		}
+		return bytesF32(s.seg.slot(p, par)[4*a:4*b], true)
+	}
+	sumInto(dst, src(0), src(1))
+	for p := 2; p < s.size; p++ {
+		sumInto(dst, dst, src(p))
+	}
 }
 
 // sumSlots sets dst to the sum, in rank order, of elements [a, b) of every rank's slot of

@@ -4,6 +4,7 @@ package dist
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,7 +28,8 @@ type shmComm struct {
 	e          *engine
 	seg        *segment
 	rank, size int
-	small      int // bytes up to which every rank reduces a whole allreduce itself
+	small      int           // bytes up to which every rank reduces a whole allreduce itself
+	spinFor    time.Duration // of spinning on a peer's arrive word before yielding the core
 
 	mu      sync.Mutex
 	seq     uint64
@@ -47,8 +49,14 @@ func newShmComm(e *engine, seg *segment, small int) *shmComm {
 	tail := make(chan struct{})
 	close(tail)
 	e.hideSetup()
+	// A rank that spins while its peer waits for a core delays the very step it waits
+	// for: with more ranks than cores, yield almost at once.
+	spin := shmSpinFor
+	if e.size > runtime.NumCPU() {
+		spin = 0
+	}
 	return &shmComm{
-		e: e, seg: seg, rank: e.rank, size: e.size, small: small,
+		e: e, seg: seg, rank: e.rank, size: e.size, small: small, spinFor: spin,
 		tail: tail, closing: make(chan struct{}), done: make(chan struct{}),
 	}
 }

@@ -96,9 +96,11 @@ func createSegment(size, chunk int) (seg *segment, name string, magic []byte, er
 	}
 	defer f.Close()
 	total, _, _, _ := shmLayout(size, chunk)
-	if err := f.Truncate(int64(total)); err != nil {
+	// Reserve the pages now: a tmpfs that runs full would otherwise kill a rank with
+	// SIGBUS in the middle of a collective instead of failing here.
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(total)); err != nil {
 		os.Remove(path)
-		return nil, "", nil, fmt.Errorf("dist: size shared memory %s: %w", path, err)
+		return nil, "", nil, fmt.Errorf("dist: reserve %d bytes of shared memory in %s: %w", total, shmDir, err)
 	}
 	seg, err = mapSegment(f, size, chunk)
 	if err != nil {

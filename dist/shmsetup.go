@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -13,8 +14,8 @@ const EnvSharedMemory = "SSF_SHM"
 
 // Defaults of the shared memory transport, which rank 0 chooses and offers.
 var (
-	shmChunk = 512 << 10 // bytes of one slot: one step of a pipelined collective
-	shmSmall = 16 << 10  // allreduce size up to which every rank sums whole buffers
+	shmChunk = 1 << 20  // bytes of one slot: one step of a pipelined collective
+	shmSmall = 16 << 10 // allreduce size up to which every rank sums whole buffers
 )
 
 // upgradeLocal moves a TCP job onto shared memory when every rank can map the segment
@@ -27,6 +28,9 @@ var (
 // Both rounds run on every rank of every job, on every system, so that ranks always
 // issue the same collectives.
 func upgradeLocal(e *engine) (Communicator, error) {
+	if v, err := strconv.Atoi(os.Getenv("SSF_SHM_CHUNK")); err == nil && v >= 64 {
+		shmChunk = v &^ 63
+	}
 	want := !e.o.noShm && envAllowsShm() && e.o.bandwidth == 0 && e.o.latency == 0 && nativeLE && shmSupported
 	var offer []byte
 	var seg *segment

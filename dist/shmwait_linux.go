@@ -4,17 +4,19 @@ package dist
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 )
 
-// How a rank waits for its peers: a short spin (the peer is usually a few hundred
-// nanoseconds away on another core), then yields of the core (with more ranks than cores
-// the peer may be waiting for this one's core), then futex sleeps with a bounded
-// timeout, after which it looks for failures again.
+// How a rank waits for its peers: a spin (the peer is usually less than a microsecond
+// away, on another core), then yields of the core (with more ranks than cores, the peer
+// may be waiting for this one's core), then futex sleeps with a bounded timeout, after
+// which it looks for failures again.
 const (
-	shmSpin       = 4000                   // loads before the first yield
-	shmYieldFor   = 200 * time.Microsecond // of yielding before sleeping
-	shmSleepSlice = time.Millisecond       // longest futex sleep between failure checks
+	shmSpinFor    = 50 * time.Microsecond // of spinning, with a core per rank
+	shmYieldFor   = time.Millisecond      // of spinning and yielding before sleeping
+	shmSleepSlice = time.Millisecond      // longest futex sleep between failure checks
+	shmSpinLoads  = 64                    // loads between looks at the clock
 )
 
 // arrived reports whether an arrive word a has reached step st; steps wrap around.
@@ -50,30 +52,31 @@ func (s *shmComm) waitAll(st uint32) error {
 			p++
 			continue
 		}
-		spins++
-		if spins < shmSpin {
-			if spins&255 == 0 && s.broken.Load() {
-				return errAborted
-			}
+		if spins++; spins%shmSpinLoads != 0 {
 			continue
 		}
 		now := time.Now()
 		if start.IsZero() {
 			start = now
 		}
-		if err := s.check(p, st, now.Sub(start)); err != nil {
+		waited := now.Sub(start)
+		if err := s.check(p, st, waited); err != nil {
 			return err
 		}
-		if now.Sub(start) < shmYieldFor {
+		switch {
+		case waited < s.spinFor:
+		case waited < shmYieldFor:
+			// The peer may be a goroutine of this process (tests), or another process.
+			runtime.Gosched()
 			schedYield()
-			continue
+		default:
+			sl := s.seg.sleepers(p)
+			sl.Add(1)
+			if v := w.Load(); !arrived(v, st) {
+				futexWait(w, v, int64(shmSleepSlice))
+			}
+			sl.Add(^uint32(0))
 		}
-		sl := s.seg.sleepers(p)
-		sl.Add(1)
-		if v := w.Load(); !arrived(v, st) {
-			futexWait(w, v, int64(shmSleepSlice))
-		}
-		sl.Add(^uint32(0))
 	}
 	return nil
 }
