@@ -12,6 +12,11 @@ import (
 // machine, like WithSharedMemory(false).
 const EnvSharedMemory = "SSF_SHM"
 
+// EnvSharedMemoryChunk, read by rank 0, sets the bytes a rank moves through shared memory
+// per step of a large collective (default 1 MiB; multiples of 64, at most 16 MiB). The
+// segment holds 2(P+1) of them.
+const EnvSharedMemoryChunk = "SSF_SHM_CHUNK"
+
 // Defaults of the shared memory transport, which rank 0 chooses and offers.
 var (
 	shmChunk = 1 << 20  // bytes of one slot: one step of a pipelined collective
@@ -28,8 +33,9 @@ var (
 // Both rounds run on every rank of every job, on every system, so that ranks always
 // issue the same collectives.
 func upgradeLocal(e *engine) (Communicator, error) {
-	if v, err := strconv.Atoi(os.Getenv("SSF_SHM_CHUNK")); err == nil && v >= 64 {
-		shmChunk = v &^ 63
+	chunk := shmChunk
+	if v, err := strconv.Atoi(os.Getenv(EnvSharedMemoryChunk)); err == nil && v >= 64 && v <= maxFrame {
+		chunk = v &^ 63
 	}
 	want := !e.o.noShm && envAllowsShm() && e.o.bandwidth == 0 && e.o.latency == 0 && nativeLE && shmSupported
 	var offer []byte
@@ -38,11 +44,11 @@ func upgradeLocal(e *engine) (Communicator, error) {
 	if e.rank == 0 && want {
 		var magic []byte
 		var err error
-		seg, name, magic, err = createSegment(e.size, shmChunk)
+		seg, name, magic, err = createSegment(e.size, chunk)
 		if err != nil {
 			e.log.Info("dist: shared memory unavailable, ranks talk over TCP", "err", err)
 		} else {
-			offer = binary.LittleEndian.AppendUint32(nil, uint32(shmChunk))
+			offer = binary.LittleEndian.AppendUint32(nil, uint32(chunk))
 			offer = binary.LittleEndian.AppendUint32(offer, uint32(shmSmall))
 			offer = append(offer, magic...)
 			offer = append(offer, name...)
@@ -62,10 +68,13 @@ func upgradeLocal(e *engine) (Communicator, error) {
 	if err != nil {
 		return fail(err)
 	}
-	chunk, small := 0, 0
+	small := 0
 	if o := offers[0]; len(o) > 8+shmMagicSize {
 		chunk, small = int(binary.LittleEndian.Uint32(o)), int(binary.LittleEndian.Uint32(o[4:]))
-		if e.rank != 0 && want {
+		switch {
+		case chunk < 64 || chunk > maxFrame || chunk%64 != 0:
+			e.log.Warn("dist: rank 0 offered shared memory of a bad geometry, ranks talk over TCP", "rank", e.rank, "chunk", chunk)
+		case e.rank != 0 && want:
 			seg, err = openSegment(string(o[8+shmMagicSize:]), o[8:8+shmMagicSize], e.size, chunk)
 			if err != nil {
 				e.log.Info("dist: cannot map rank 0's shared memory, ranks talk over TCP", "rank", e.rank, "err", err)
