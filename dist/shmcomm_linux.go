@@ -4,7 +4,7 @@ package dist
 
 import (
 	"fmt"
-	"runtime"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +28,10 @@ type shmComm struct {
 	e          *engine
 	seg        *segment
 	rank, size int
-	small      int           // bytes up to which every rank reduces a whole allreduce itself
-	spinFor    time.Duration // of spinning on a peer's arrive word before yielding the core
+	small      int // bytes up to which every rank reduces a whole allreduce itself
+	// peerInProcess: some peer is a goroutine of this process (tests), so waits must also
+	// yield to the Go scheduler.
+	peerInProcess bool
 
 	mu      sync.Mutex
 	seq     uint64
@@ -49,14 +51,12 @@ func newShmComm(e *engine, seg *segment, small int) *shmComm {
 	tail := make(chan struct{})
 	close(tail)
 	e.hideSetup()
-	// A rank that spins while its peer waits for a core delays the very step it waits
-	// for: with more ranks than cores, yield almost at once.
-	spin := shmSpinFor
-	if e.size > runtime.NumCPU() {
-		spin = 0
+	inProcess := false
+	for p := range e.size {
+		inProcess = inProcess || (p != e.rank && seg.u32(p, ctlPid).Load() == uint32(os.Getpid()))
 	}
 	return &shmComm{
-		e: e, seg: seg, rank: e.rank, size: e.size, small: small, spinFor: spin,
+		e: e, seg: seg, rank: e.rank, size: e.size, small: small, peerInProcess: inProcess,
 		tail: tail, closing: make(chan struct{}), done: make(chan struct{}),
 	}
 }

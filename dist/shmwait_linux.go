@@ -8,15 +8,16 @@ import (
 	"time"
 )
 
-// How a rank waits for its peers: a spin (the peer is usually less than a microsecond
-// away, on another core), then yields of the core (with more ranks than cores, the peer
-// may be waiting for this one's core), then futex sleeps with a bounded timeout, after
-// which it looks for failures again.
+// How a rank waits for its peers: it looks at their arrive words in bursts of loads and
+// yields the core between bursts, then, after shmYieldFor, sleeps on a futex with a
+// bounded timeout, after which it looks for failures again. Yielding early matters on a
+// busy machine: a rank that spins may hold the very core its peer waits for, and spinning
+// for even 50 µs before yielding made small collectives several times slower, under load,
+// than yielding at once (a yield with nothing else to run costs well under a microsecond).
 const (
-	shmSpinFor    = 50 * time.Microsecond // of spinning, with a core per rank
-	shmYieldFor   = time.Millisecond      // of spinning and yielding before sleeping
-	shmSleepSlice = time.Millisecond      // longest futex sleep between failure checks
-	shmSpinLoads  = 64                    // loads between looks at the clock
+	shmSpinLoads  = 64               // loads between yields
+	shmYieldFor   = time.Millisecond // of yielding before sleeping
+	shmSleepSlice = time.Millisecond // longest futex sleep between failure checks
 )
 
 // arrived reports whether an arrive word a has reached step st; steps wrap around.
@@ -64,10 +65,13 @@ func (s *shmComm) waitAll(st uint32) error {
 			return err
 		}
 		switch {
-		case waited < s.spinFor:
 		case waited < shmYieldFor:
-			// The peer may be a goroutine of this process (tests), or another process.
-			runtime.Gosched()
+			// A peer that is a goroutine of this process (tests run ranks so) may need
+			// this thread, which the kernel's yield does not give it. Between processes
+			// the runtime's yield would only cost a thread wake-up.
+			if s.peerInProcess {
+				runtime.Gosched()
+			}
 			schedYield()
 		default:
 			sl := s.seg.sleepers(p)
