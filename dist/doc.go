@@ -110,6 +110,9 @@
 // of each collective carries a descriptor (kind, op, length, root) that every rank
 // checks, so mismatched collectives fail on every rank with ErrMismatch. Collectives run
 // one at a time, in issue order; an async collective runs once the previous one ended.
+// Stats report as traffic the per-rank volume of each collective's bandwidth-optimal
+// algorithm on a network (as the MPI backend does), not the bytes copied, so that a
+// step's traffic compares across backends.
 //
 // Failure detection keeps its guarantees: the TCP mesh stays open beside the segment, so
 // a rank whose process dies is reported at once (ErrConnLost) when its sockets close; a

@@ -236,7 +236,8 @@ func TestProcessKilled(t *testing.T) {
 }
 
 // BenchmarkAllReduceProcesses times a 100 MB allreduce between separate processes
-// (loopback TCP), the setting of the reference figures (Open MPI, a plain Go ring).
+// (shared memory; loopback TCP with SSF_SHM=off), the setting of the reference figures
+// (Open MPI, a plain Go ring). tools/bench-collectives sets all sizes against Open MPI.
 func BenchmarkAllReduceProcesses(b *testing.B) {
 	const size = 100 << 20
 	for _, P := range []int{2, 4} {

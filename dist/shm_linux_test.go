@@ -3,8 +3,10 @@
 package dist
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -479,4 +481,92 @@ func BenchmarkShm(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestShmWrongToken: a process without the job token is refused before it can learn
+// where the segment is, and the job goes on to shared memory without it.
+func TestShmWrongToken(t *testing.T) {
+	checkGoroutines(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := TCPConfig{Size: 2, MasterAddr: ln.Addr().String(), Token: NewJobToken(), DialTimeout: 10 * time.Second, Logger: quietLog()}
+	engines := make([]*engine, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		engines[0], errs[0] = dialTCP(context.Background(), tmpl, ln, nil)
+	}()
+
+	impostor := tmpl
+	impostor.Rank, impostor.Token = 1, "guess"
+	if c, err := DialTCP(context.Background(), impostor); !errors.Is(err, ErrRejected) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("wrong token: %v, want ErrRejected", err)
+	}
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cfg := tmpl
+		cfg.Rank = 1
+		engines[1], errs[1] = dialTCP(context.Background(), cfg, nil, nil)
+	}()
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	comms := upgradeAll(t, engines)
+	t.Cleanup(func() { closeAll(comms) })
+	for r, c := range comms {
+		if _, ok := c.(*shmComm); !ok {
+			t.Fatalf("rank %d: %T, want the shared memory communicator", r, c)
+		}
+	}
+	noErrors(t, runRanks(t, comms, 10*time.Second, func(r int, c Communicator) error {
+		buf := []float32{float32(r + 1)}
+		if err := c.AllReduce(buf, Sum); err != nil {
+			return err
+		}
+		if buf[0] != 3 {
+			return fmt.Errorf("sum %v, want 3", buf[0])
+		}
+		return nil
+	}))
+}
+
+// TestShmStats: the traffic reported is the bandwidth-optimal volume of each collective,
+// as the MPI backend reports it, and the setup's own collectives are not counted.
+func TestShmStats(t *testing.T) {
+	const P, n = 3, 1000
+	comms := startShm(t, P)
+	noErrors(t, runRanks(t, comms, 10*time.Second, func(r int, c Communicator) error {
+		if err := c.AllReduce(make([]float32, n), Sum); err != nil {
+			return err
+		}
+		if _, err := c.AllGatherV(make([]byte, 10*(r+1))); err != nil {
+			return err
+		}
+		st := c.Stats()
+		sent, recv := allReduceVolume(4*n, P)
+		gs, gr := allGatherVolume([]int64{10, 20, 30}, r)
+		switch {
+		case st.AllReduce.Calls != 1 || st.AllGatherV.Calls != 1:
+			return fmt.Errorf("%d allreduces and %d allgathervs counted, want 1 and 1", st.AllReduce.Calls, st.AllGatherV.Calls)
+		case st.AllReduce.BytesSent != sent || st.AllReduce.BytesRecv != recv:
+			return fmt.Errorf("allreduce traffic %d/%d, want %d/%d", st.AllReduce.BytesSent, st.AllReduce.BytesRecv, sent, recv)
+		case st.AllGatherV.BytesSent != gs || st.AllGatherV.BytesRecv != gr:
+			return fmt.Errorf("allgatherv traffic %d/%d, want %d/%d", st.AllGatherV.BytesSent, st.AllGatherV.BytesRecv, gs, gr)
+		case st.BytesSent != sent+gs:
+			return fmt.Errorf("%d bytes sent in all, want %d", st.BytesSent, sent+gs)
+		}
+		return nil
+	}))
 }

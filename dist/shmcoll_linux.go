@@ -145,9 +145,9 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 	}
 	n := len(buf)
 	d := shmDesc{kind: uint32(op) << 8, size: uint64(n)}
+	o.sent, o.recv = allReduceVolume(int64(n)*4, s.size)
 	if n*4 <= s.small {
 		copy(s.seg.slot(s.rank, s.nextParity()), f32Bytes(buf, true))
-		o.sent += int64(4 * n)
 		if err := s.first(o, d); err != nil {
 			return err
 		}
@@ -159,7 +159,6 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 		if op == Average {
 			divideBy(buf, float32(s.size))
 		}
-		o.recv += int64(4 * n * (s.size - 1))
 		return nil
 	}
 
@@ -174,7 +173,6 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 			slot := bytesF32(s.seg.slot(r, s.nextParity()), true)
 			copy(slot, buf[lo:a])
 			copy(slot[b-lo:], buf[b:hi])
-			o.sent += int64(4 * (hi - lo - (b - a)))
 		}
 		if k > 0 {
 			// Sum this rank's part of the previous chunk, written one step ago; its own
@@ -188,7 +186,6 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 			if op == Average {
 				divideBy(dst, float32(P))
 			}
-			o.recv += int64(4 * (b - a) * (P - 1))
 		}
 		var err error
 		if k == 0 {
@@ -236,12 +233,12 @@ func (s *shmComm) broadcast(o *shmOp, buf []byte, root int) error {
 	if root < 0 || root >= s.size {
 		return s.invalid("broadcast root %d outside [0, %d)", root, s.size)
 	}
+	o.sent, o.recv = broadcastVolume(int64(len(buf)), root, s.rank, s.size)
 	C := s.seg.chunk
 	for off := 0; off == 0 || off < len(buf); off += C {
 		piece := buf[off:min(len(buf), off+C)]
 		if s.rank == root {
 			copy(s.seg.slot(root, s.nextParity()), piece)
-			o.sent += int64(len(piece))
 		}
 		var err error
 		if off == 0 {
@@ -254,7 +251,6 @@ func (s *shmComm) broadcast(o *shmOp, buf []byte, root int) error {
 		}
 		if s.rank != root {
 			copy(piece, s.seg.slot(root, s.step&1))
-			o.recv += int64(len(piece))
 		}
 	}
 	return nil
@@ -270,8 +266,7 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 	C := s.seg.chunk
 	put := func(off int) {
 		if off < len(send) {
-			n := copy(s.seg.slot(s.rank, s.nextParity()), send[off:])
-			o.sent += int64(n)
+			copy(s.seg.slot(s.rank, s.nextParity()), send[off:])
 		}
 	}
 	put(0)
@@ -279,9 +274,11 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 		return nil, err
 	}
 	out := make([][]byte, s.size)
+	lengths := make([]int64, s.size)
 	steps := 1
 	for p := range s.size {
 		n := s.seg.desc(p, s.step&1).size
+		lengths[p] = int64(min(n, 1<<62))
 		if n > uint64(s.e.o.maxMessage) {
 			s.fail(fault{rank: p, reporter: s.rank, cause: protocolErr("block of %d bytes exceeds the limit of %d", n, s.e.o.maxMessage)})
 			return nil, errAborted
@@ -293,11 +290,11 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 			out[p] = make([]byte, n)
 		}
 	}
+	o.sent, o.recv = allGatherVolume(lengths, s.rank)
 	for k := 0; ; k++ {
 		for p, blk := range out {
 			if off := k * C; p != s.rank && off < len(blk) {
-				n := copy(blk[off:], s.seg.slot(p, s.step&1))
-				o.recv += int64(n)
+				copy(blk[off:], s.seg.slot(p, s.step&1))
 			}
 		}
 		if k+1 == steps {

@@ -77,8 +77,9 @@ type shmOp struct {
 	start time.Time
 	prev  chan struct{}
 	done  chan struct{}
-	sent  int64
-	recv  int64
+	// What Stats reports: the volume of the bandwidth-optimal algorithm on a network,
+	// not what this transport copies, so that traffic compares across backends.
+	sent, recv int64
 }
 
 // begin issues the next collective; its place in the order is taken here, in the
