@@ -33,16 +33,15 @@ type shmComm struct {
 	// yield to the Go scheduler.
 	peerInProcess bool
 
-	mu      sync.Mutex
-	seq     uint64
-	tail    chan struct{} // closed when the last issued collective has finished
-	closed  bool
-	flt     *fault
-	broken  atomic.Bool // flt or closed is set: waits stop
-	killed  atomic.Bool // a test's simulated crash: this rank reports nothing
-	closing chan struct{}
-	done    chan struct{}
-	colls   sync.WaitGroup
+	mu     sync.Mutex
+	seq    uint64
+	tail   chan struct{} // closed when the last issued collective has finished
+	closed bool
+	flt    *fault
+	broken atomic.Bool // flt or closed is set: waits stop
+	killed atomic.Bool // a test's simulated crash: this rank reports nothing
+	done   chan struct{}
+	colls  sync.WaitGroup
 
 	step uint32 // the last step; only the running collective touches it
 }
@@ -57,7 +56,7 @@ func newShmComm(e *engine, seg *segment, small int) *shmComm {
 	}
 	return &shmComm{
 		e: e, seg: seg, rank: e.rank, size: e.size, small: small, peerInProcess: inProcess,
-		tail: tail, closing: make(chan struct{}), done: make(chan struct{}),
+		tail: tail, done: make(chan struct{}),
 	}
 }
 
@@ -207,7 +206,6 @@ func (s *shmComm) Close() error {
 	s.closed = true
 	failed := s.flt != nil || s.killed.Load()
 	s.broken.Store(true)
-	close(s.closing)
 	s.mu.Unlock()
 
 	s.colls.Wait() // no collective touches the segment after this

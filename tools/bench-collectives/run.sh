@@ -98,10 +98,11 @@ if [[ $mpi_backend == yes ]]; then
 fi
 
 # Open MPI refuses to run as root without this flag, and more ranks than cores without
-# --oversubscribe. MALLOC_MMAP_MAX_=0 keeps glibc from handing the scratch buffers of
-# MPI_Allreduce back to the kernel after every call: without it, page faults dominate its
-# large allreduces on virtual machines.
-mpirun_flags=(--oversubscribe -x MALLOC_MMAP_MAX_=0)
+# --oversubscribe. MALLOC_MMAP_MAX_=0 and MALLOC_TRIM_THRESHOLD_ keep glibc from handing
+# the scratch buffers of MPI_Allreduce back to the kernel after every call (through munmap,
+# or by trimming the heap): otherwise page faults dominate its large allreduces on virtual
+# machines.
+mpirun_flags=(--oversubscribe -x MALLOC_MMAP_MAX_=0 -x MALLOC_TRIM_THRESHOLD_=4294967295)
 ((EUID != 0)) || mpirun_flags+=(--allow-run-as-root)
 if [[ -n ${OMPI_MCA_btl_vader_single_copy_mechanism:-} ]]; then
 	mpirun_flags+=(-x OMPI_MCA_btl_vader_single_copy_mechanism)
