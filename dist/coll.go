@@ -88,7 +88,7 @@ func (c *coll) end(err error) error {
 		}
 		if len(b.frames) > 0 && err == nil && stray == nil {
 			stray = &fault{rank: p, reporter: e.rank, cause: mismatchErr(
-				"sent %s data that this rank's %v #%d did not expect", describe(b.frames[0].h.coll, b.frames[0].h.algo, b.frames[0].h.arg, b.frames[0].h.arg2), c.kind, c.seq)}
+				"sent %s data that this rank's %v #%d did not expect", describe(b.frames[0].h.coll, b.frames[0].h.algo, b.frames[0].h.arg, b.frames[0].h.arg2), c.kind, c.seq-e.seqBase)}
 		}
 		for _, f := range b.frames {
 			e.pool.put(f.buf)
@@ -105,15 +105,15 @@ func (c *coll) end(err error) error {
 	if err != nil {
 		switch {
 		case flt != nil:
-			err = &PeerError{Rank: flt.rank, Op: c.kind.String(), Seq: c.seq,
+			err = &PeerError{Rank: flt.rank, Op: c.kind.String(), Seq: c.seq - e.seqBase,
 				Reporter: flt.reporter, Self: e.rank, Err: flt.cause}
 		case closed:
-			err = fmt.Errorf("dist: %v #%d: %w", c.kind, c.seq, ErrClosed)
+			err = fmt.Errorf("dist: %v #%d: %w", c.kind, c.seq-e.seqBase, ErrClosed)
 		default:
 			// Every failure path records a fault first; this is a safety net so that
 			// the peers are told whatever happened.
 			e.fail(fault{rank: e.rank, reporter: e.rank, cause: err})
-			err = &PeerError{Rank: e.rank, Op: c.kind.String(), Seq: c.seq,
+			err = &PeerError{Rank: e.rank, Op: c.kind.String(), Seq: c.seq - e.seqBase,
 				Reporter: e.rank, Self: e.rank, Err: err}
 		}
 		e.stats.ops[c.kind].failed.Add(1)
@@ -239,7 +239,7 @@ func (c *coll) check(peer int, h header) error {
 		return nil
 	}
 	c.e.fail(fault{rank: peer, reporter: c.e.rank, cause: mismatchErr("issued %s as #%d where this rank issued %s",
-		describe(h.coll, h.algo, h.arg, h.arg2), c.seq, describe(c.code(), c.algo, c.arg, c.arg2))})
+		describe(h.coll, h.algo, h.arg, h.arg2), c.seq-c.e.seqBase, describe(c.code(), c.algo, c.arg, c.arg2))})
 	return errAborted
 }
 

@@ -39,6 +39,11 @@ type engine struct {
 	lastData    []atomic.Int64 // per peer: unix nanos of the last data frame received
 	peerWaiting []atomic.Int32 // per peer: the rank it last said it waits on, -1: none
 
+	// The job's setup runs collectives of its own (agreeing on shared memory); the
+	// caller's collectives are numbered, and its statistics counted, after them.
+	seqBase   uint64
+	statsBase Stats
+
 	colls sync.WaitGroup // collectives in progress
 	bg    sync.WaitGroup // the monitor
 	stats statCounters
@@ -250,7 +255,17 @@ func (e *engine) kill() {
 }
 
 // Stats implements Communicator.
-func (e *engine) Stats() Stats { return e.stats.snapshot() }
+func (e *engine) Stats() Stats { return e.stats.snapshot().Sub(e.statsBase) }
+
+// hideSetup makes the collectives run so far invisible to the caller: in numbers and in
+// statistics. Only call it before the caller gets the communicator.
+func (e *engine) hideSetup() {
+	e.mu.Lock()
+	e.seqBase = e.seq
+	e.mu.Unlock()
+	e.statsBase = e.stats.snapshot()
+	e.statsBase.Busy = 0
+}
 
 func (e *engine) String() string {
 	return fmt.Sprintf("dist.Communicator(rank %d of %d)", e.rank, e.size)

@@ -149,35 +149,6 @@ func agree(self int, descs []mpiDesc) *fault {
 // figures are the per-rank volumes of the bandwidth-optimal algorithms, the same cost
 // model the TCP backend's ring and chain follow.
 
-// allReduceVolume: reduce-scatter then allgather, 2(P-1)/P of the buffer each way.
-func allReduceVolume(bytes int64, size int) (sent, recv int64) {
-	v := 2 * int64(size-1) * bytes / int64(size)
-	return v, v
-}
-
-// allGatherVolume: a ring, in which a rank receives every block but its own and sends
-// every block but its right neighbour's.
-func allGatherVolume(lengths []int64, rank int) (sent, recv int64) {
-	var total int64
-	for _, n := range lengths {
-		total += n
-	}
-	size := len(lengths)
-	return total - lengths[(rank+1)%size], total - lengths[rank]
-}
-
-// broadcastVolume: a chain from the root, in which every rank but the root receives the
-// buffer and every rank but the last forwards it.
-func broadcastVolume(bytes int64, root, rank, size int) (sent, recv int64) {
-	if rank != root {
-		recv = bytes
-	}
-	if rank != (root+size-1)%size {
-		sent = bytes
-	}
-	return sent, recv
-}
-
 // stagingPool keeps the result buffers of finished allreduces for the next ones. A new
 // buffer of the size of the message would be page-faulted in on every collective, which
 // costs more than the collective itself on virtual machines that return freed memory to

@@ -45,6 +45,7 @@ type options struct {
 	maxMessage int64
 	segment    int
 	small      int // 0: default; < 0: never
+	noShm      bool
 }
 
 // WithTimeout sets how long a collective may wait on a peer that sends nothing before the
@@ -79,6 +80,11 @@ func WithSegmentSize(bytes int) Option { return func(o *options) { o.segment = b
 // 0 keeps the default (64 KiB); a negative value always uses the ring and chain. The
 // threshold is capped at the segment size.
 func WithSmallThreshold(bytes int) Option { return func(o *options) { o.small = bytes } }
+
+// WithSharedMemory(false) keeps a TCP job on TCP even when all its ranks share a
+// machine (see the package documentation); so does SSF_SHM=off in the environment. The
+// default is on.
+func WithSharedMemory(on bool) Option { return func(o *options) { o.noShm = !on } }
 
 // resolve checks the options and fills in the defaults.
 func (o *options) resolve() error {

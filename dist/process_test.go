@@ -73,6 +73,19 @@ func runChild(mode string) int {
 			return fail(err)
 		}
 		fmt.Println("done")
+	case "kill-loop":
+		// Allreduces back to back until one fails: the kill lands in the middle of one.
+		fmt.Println("transport", c)
+		if err := c.Barrier(); err != nil {
+			return fail(err)
+		}
+		fmt.Println("ready")
+		buf := make([]float32, 4<<20)
+		for {
+			if err := c.AllReduce(buf, Sum); err != nil {
+				return fail(err)
+			}
+		}
 	case "bench":
 		size, _ := strconv.Atoi(os.Getenv("SSF_DIST_TEST_SIZE"))
 		iters, _ := strconv.Atoi(os.Getenv("SSF_DIST_TEST_ITERS"))
@@ -223,7 +236,8 @@ func TestProcessKilled(t *testing.T) {
 }
 
 // BenchmarkAllReduceProcesses times a 100 MB allreduce between separate processes
-// (loopback TCP), the setting of the reference figures (Open MPI, a plain Go ring).
+// (shared memory; loopback TCP with SSF_SHM=off), the setting of the reference figures
+// (Open MPI, a plain Go ring). tools/bench-collectives sets all sizes against Open MPI.
 func BenchmarkAllReduceProcesses(b *testing.B) {
 	const size = 100 << 20
 	for _, P := range []int{2, 4} {

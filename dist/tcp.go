@@ -65,7 +65,10 @@ func DialTCP(ctx context.Context, cfg TCPConfig, opts ...Option) (Communicator, 
 	if err != nil {
 		return nil, err
 	}
-	return e, nil
+	if e.size == 1 {
+		return e, nil
+	}
+	return upgradeLocal(e)
 }
 
 // dialTCP is DialTCP with rank 0's listener optionally provided (tests use an ephemeral

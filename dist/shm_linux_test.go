@@ -1,0 +1,572 @@
+//go:build linux
+
+package dist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startShm forms a loopback TCP job and moves it onto shared memory the way DialTCP
+// does, every rank a goroutine of this process with a mapping of its own. It fails the
+// test if a rank stays on TCP.
+func startShm(t testing.TB, size int, opts ...Option) []Communicator {
+	t.Helper()
+	engines := dialTCPJob(t, size, TCPConfig{Logger: quietLog()}, opts...)
+	comms := upgradeAll(t, engines)
+	for r, c := range comms {
+		if _, ok := c.(*shmComm); !ok {
+			closeAll(comms)
+			t.Fatalf("rank %d: %T, want the shared memory communicator", r, c)
+		}
+	}
+	t.Cleanup(func() { closeAll(comms) })
+	return comms
+}
+
+func upgradeAll(t testing.TB, engines []*engine) []Communicator {
+	t.Helper()
+	comms := make([]Communicator, len(engines))
+	errs := make([]error, len(engines))
+	var wg sync.WaitGroup
+	for r, e := range engines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[r], errs[r] = upgradeLocal(e)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return comms
+}
+
+// withShmGeometry runs a test with other slot and small-allreduce sizes, so that small
+// sizes cross many pipeline steps.
+func withShmGeometry(t *testing.T, chunk, small int) {
+	oldChunk, oldSmall := shmChunk, shmSmall
+	shmChunk, shmSmall = chunk, small
+	t.Cleanup(func() { shmChunk, shmSmall = oldChunk, oldSmall })
+}
+
+func TestShmCollectivesMatchReference(t *testing.T) {
+	checkGoroutines(t)
+	geometries := []struct {
+		name         string
+		chunk, small int
+	}{
+		{"default", shmChunk, shmSmall},
+		{"tiny-slots", 256, 64},
+		{"all-small", 1 << 20, 1 << 20},
+	}
+	for _, g := range geometries {
+		for P := 2; P <= 5; P++ {
+			t.Run(fmt.Sprintf("%s/P=%d", g.name, P), func(t *testing.T) {
+				withShmGeometry(t, g.chunk, g.small)
+				comms := startShm(t, P)
+				for _, n := range []int{0, 1, 3, 63, 1009, 40000 + 3} {
+					checkAllReduce(t, comms, n)
+					checkAllGather(t, comms, n)
+					checkBroadcast(t, comms, n)
+				}
+				noErrors(t, runRanks(t, comms, 20*time.Second, func(r int, c Communicator) error { return c.Barrier() }))
+			})
+		}
+	}
+}
+
+func TestShmCollectivesLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large buffers")
+	}
+	checkGoroutines(t)
+	for _, P := range []int{2, 3, 4} {
+		t.Run(fmt.Sprintf("P=%d", P), func(t *testing.T) {
+			comms := startShm(t, P)
+			mb := 3 << 20
+			checkAllReduce(t, comms, mb/4+17)
+			checkAllGather(t, comms, mb*2/3+5)
+			checkBroadcast(t, comms, mb+1)
+		})
+	}
+}
+
+// TestShmBackToBack runs many collectives of changing kinds and sizes without pause, so
+// that fast ranks keep overwriting slots that slow ones have just read.
+func TestShmBackToBack(t *testing.T) {
+	checkGoroutines(t)
+	withShmGeometry(t, 1024, 256)
+	const P, rounds = 3, 1500
+	comms := startShm(t, P)
+	noErrors(t, runRanks(t, comms, 60*time.Second, func(r int, c Communicator) error {
+		for i := range rounds {
+			n := (i * 37) % 700
+			buf := intData(r, n)
+			if err := c.AllReduce(buf, Sum); err != nil {
+				return err
+			}
+			want := make([]float32, n)
+			for q := range P {
+				sumInto(want, want, intData(q, n))
+			}
+			for j := range n {
+				if buf[j] != want[j] {
+					return fmt.Errorf("round %d: element %d of %d = %v, want %v", i, j, n, buf[j], want[j])
+				}
+			}
+			parts, err := c.AllGatherV(gatherData(r, n))
+			if err != nil {
+				return err
+			}
+			for q, p := range parts {
+				if string(p) != string(gatherData(q, n)) {
+					return fmt.Errorf("round %d: allgatherv part %d differs", i, q)
+				}
+			}
+		}
+		return nil
+	}))
+}
+
+// TestShmAsync issues collectives of every kind before waiting for any.
+func TestShmAsync(t *testing.T) {
+	checkGoroutines(t)
+	withShmGeometry(t, 4096, 512)
+	const P = 3
+	comms := startShm(t, P)
+	sizes := []int{1, 1009, 40000, 0, 7}
+	noErrors(t, runRanks(t, comms, 30*time.Second, func(r int, c Communicator) error {
+		bufs := make([][]float32, len(sizes))
+		reduces := make([]Handle, len(sizes))
+		gathers := make([]GatherHandle, len(sizes))
+		for i, n := range sizes {
+			bufs[i] = intData(r, n)
+			reduces[i] = c.AllReduceAsync(bufs[i], Sum)
+			gathers[i] = c.AllGatherVAsync(gatherData(r, n))
+		}
+		for i := len(sizes) - 1; i >= 0; i-- {
+			parts, err := gathers[i].Wait()
+			if err != nil {
+				return err
+			}
+			for q := range P {
+				if string(parts[q]) != string(gatherData(q, sizes[i])) {
+					return fmt.Errorf("allgatherv %d: part %d differs", i, q)
+				}
+			}
+			if err := reduces[i].Wait(); err != nil {
+				return err
+			}
+			a, b, c := intData(0, sizes[i]), intData(1, sizes[i]), intData(2, sizes[i])
+			for j, x := range bufs[i] {
+				if want := a[j] + b[j] + c[j]; x != want {
+					return fmt.Errorf("allreduce %d: element %d = %v, want %v", i, j, x, want)
+				}
+			}
+		}
+		return nil
+	}))
+}
+
+// TestShmKilledRank: a rank whose process dies (here: its connections drop and it stops)
+// in the middle of a pipelined allreduce fails the others, naming it, and every later
+// collective too.
+func TestShmKilledRank(t *testing.T) {
+	checkGoroutines(t)
+	const P, victim = 4, 2
+	comms := startShm(t, P, WithTimeout(time.Minute))
+	errs := runRanks(t, comms, 15*time.Second, func(r int, c Communicator) error {
+		if r == victim {
+			// Take part in the first steps, then die.
+			h := c.AllReduceAsync(make([]float32, 4<<20), Sum)
+			time.Sleep(50 * time.Millisecond)
+			c.(*shmComm).kill()
+			h.Wait()
+			return nil
+		}
+		return c.AllReduce(make([]float32, 4<<20), Sum)
+	})
+	for r, err := range errs {
+		if r == victim {
+			continue
+		}
+		if err == nil {
+			t.Fatalf("rank %d: allreduce succeeded without rank %d", r, victim)
+		}
+		wantPeerError(t, r, err, victim, "during allreduce #1")
+		if !errors.Is(err, ErrConnLost) {
+			t.Errorf("rank %d: %v, want ErrConnLost", r, err)
+		}
+		wantPeerError(t, r, comms[r].Barrier(), victim, "during barrier #2")
+	}
+}
+
+// TestShmSilentRank: a rank that never issues the collective is blamed after the
+// timeout, by name.
+func TestShmSilentRank(t *testing.T) {
+	checkGoroutines(t)
+	const P, silent = 3, 1
+	timeout := 300 * time.Millisecond
+	for _, n := range []int{10, 1 << 20} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			comms := startShm(t, P, WithTimeout(timeout))
+			errs := runRanks(t, comms, 15*time.Second, func(r int, c Communicator) error {
+				if r == silent {
+					return nil
+				}
+				return c.AllReduce(make([]float32, n), Sum)
+			})
+			for r, err := range errs {
+				if r == silent {
+					continue
+				}
+				wantPeerError(t, r, err, silent, "during allreduce #1")
+				if !errors.Is(err, ErrTimeout) {
+					t.Errorf("rank %d: %v, want ErrTimeout", r, err)
+				}
+			}
+			wantPeerError(t, silent, comms[silent].Barrier(), silent, "timed out")
+		})
+	}
+}
+
+// TestShmMismatch: different collectives under one number fail on every rank.
+func TestShmMismatch(t *testing.T) {
+	checkGoroutines(t)
+	cases := map[string]func(r int, c Communicator) error{
+		"sizes": func(r int, c Communicator) error { return c.AllReduce(make([]float32, 10+200000*r), Sum) },
+		"ops":   func(r int, c Communicator) error { return c.AllReduce(make([]float32, 10), Op(r)) },
+		"roots": func(r int, c Communicator) error { return c.Broadcast(make([]byte, 40), r) },
+		"kinds": func(r int, c Communicator) error {
+			if r == 0 {
+				return c.Barrier()
+			}
+			_, err := c.AllGatherV(nil)
+			return err
+		},
+	}
+	for name, run := range cases {
+		t.Run(name, func(t *testing.T) {
+			comms := startShm(t, 2)
+			errs := runRanks(t, comms, 15*time.Second, run)
+			for r, err := range errs {
+				if !errors.Is(err, ErrMismatch) {
+					t.Errorf("rank %d: %v, want ErrMismatch", r, err)
+				}
+				if err := comms[r].Barrier(); !errors.Is(err, ErrMismatch) {
+					t.Errorf("rank %d: next collective: %v, want ErrMismatch", r, err)
+				}
+			}
+		})
+	}
+}
+
+// TestShmInvalidArgument: a bad argument on one rank fails every rank, naming it, with
+// its message.
+func TestShmInvalidArgument(t *testing.T) {
+	checkGoroutines(t)
+	comms := startShm(t, 3)
+	errs := runRanks(t, comms, 15*time.Second, func(r int, c Communicator) error {
+		root := 0
+		if r == 1 {
+			root = 7
+		}
+		return c.Broadcast(make([]byte, 100), root)
+	})
+	for r, err := range errs {
+		wantPeerError(t, r, err, 1, "root 7 outside [0, 3)")
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("rank %d: %v, want ErrInvalid", r, err)
+		}
+	}
+}
+
+// TestShmPeerClosed: a collective that needs a rank that closed fails, naming it.
+func TestShmPeerClosed(t *testing.T) {
+	checkGoroutines(t)
+	comms := startShm(t, 3)
+	if err := comms[2].Close(); err != nil {
+		t.Fatal(err)
+	}
+	errs := runRanks(t, comms[:2], 15*time.Second, func(r int, c Communicator) error { return c.Barrier() })
+	for r, err := range errs {
+		wantPeerError(t, r, err, 2, "closed its communicator")
+	}
+	if err := comms[2].Barrier(); !errors.Is(err, ErrClosed) {
+		t.Errorf("closed rank: %v, want ErrClosed", err)
+	}
+}
+
+// TestShmSegmentPrivate: the segment is created for this user alone, vanishes from the
+// file system once every rank has mapped it, and is refused when its magic or its mode
+// is wrong.
+func TestShmSegmentPrivate(t *testing.T) {
+	before, _ := filepath.Glob(filepath.Join(shmDir, "ssfusion-*"))
+	comms := startShm(t, 2)
+	after, _ := filepath.Glob(filepath.Join(shmDir, "ssfusion-*"))
+	for _, f := range after {
+		if !contains(before, f) {
+			t.Errorf("%s still exists after the job started", f)
+		}
+	}
+	noErrors(t, runRanks(t, comms, 10*time.Second, func(r int, c Communicator) error { return c.Barrier() }))
+
+	seg, name, magic, err := createSegment(2, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.unmap()
+	defer removeSegment(name)
+	st, err := os.Stat(filepath.Join(shmDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("segment mode %v, want 0600", st.Mode().Perm())
+	}
+	wrong := append([]byte(nil), magic...)
+	wrong[0] ^= 1
+	if s, err := openSegment(name, wrong, 2, 4096); err == nil {
+		s.unmap()
+		t.Error("a segment with another magic was accepted")
+	}
+	if s, err := openSegment("../"+name, magic, 2, 4096); err == nil {
+		s.unmap()
+		t.Error("a path outside the shared memory directory was accepted")
+	}
+	if s, err := openSegment(name, magic, 3, 4096); err == nil {
+		s.unmap()
+		t.Error("a segment of another geometry was accepted")
+	}
+	os.Chmod(filepath.Join(shmDir, name), 0o644)
+	if s, err := openSegment(name, magic, 2, 4096); err == nil || !strings.Contains(err.Error(), "private") {
+		if s != nil {
+			s.unmap()
+		}
+		t.Errorf("a segment readable by others: %v, want a refusal", err)
+	}
+	os.Chmod(filepath.Join(shmDir, name), 0o600)
+	s, err := openSegment(name, magic, 2, 4096)
+	if err != nil {
+		t.Fatalf("the right magic: %v", err)
+	}
+	s.unmap()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestShmSwitchedOff: the option, the environment and link emulation keep a job on TCP.
+func TestShmSwitchedOff(t *testing.T) {
+	cases := []struct {
+		name string
+		env  string
+		opts []Option
+	}{
+		{"option", "", []Option{WithSharedMemory(false)}},
+		{"env", "off", nil},
+		{"shaped", "", []Option{WithBandwidth(1e9)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvSharedMemory, tc.env)
+			comms := upgradeAll(t, dialTCPJob(t, 2, TCPConfig{Logger: quietLog()}, tc.opts...))
+			t.Cleanup(func() { closeAll(comms) })
+			for r, c := range comms {
+				if _, ok := c.(*engine); !ok {
+					t.Fatalf("rank %d: %T, want the TCP engine", r, c)
+				}
+			}
+			errs := runRanks(t, comms, 10*time.Second, func(r int, c Communicator) error {
+				buf := []float32{float32(r)}
+				if err := c.AllReduce(buf, Sum); err != nil {
+					return err
+				}
+				if buf[0] != 1 {
+					return fmt.Errorf("sum %v", buf[0])
+				}
+				// The setup's own collectives are not the caller's.
+				if st := c.Stats(); st.AllReduce.Calls != 1 || st.AllGatherV.Calls != 0 {
+					return fmt.Errorf("stats count %d allreduces and %d allgathervs, want 1 and 0", st.AllReduce.Calls, st.AllGatherV.Calls)
+				}
+				return c.(*engine).Close()
+			})
+			noErrors(t, errs)
+		})
+	}
+}
+
+// TestShmProcessKilled: separate worker processes on shared memory; one is killed
+// (SIGKILL) while they run allreduces back to back, and the others exit with an error
+// naming it instead of hanging.
+func TestShmProcessKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	const P, victim = 3, 1
+	kids := startChildren(t, P, "kill-loop", "SSF_DIST_TEST_TIMEOUT=1m")
+	for r, k := range kids {
+		select {
+		case <-k.ready:
+		case <-k.done:
+			t.Fatalf("worker %d exited early: %v %q", r, k.err, k.out)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("worker %d never got ready", r)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	kids[victim].cmd.Process.Kill()
+	waitChildren(t, kids, 20*time.Second)
+	for r, k := range kids {
+		if r == victim {
+			continue
+		}
+		out := strings.Join(k.out, "\n")
+		if !strings.Contains(out, "shared memory") {
+			t.Errorf("worker %d did not run on shared memory: %q", r, out)
+		}
+		if k.err == nil || !strings.Contains(out, fmt.Sprintf("dist: rank %d:", victim)) {
+			t.Errorf("worker %d: exit %v, output %q; want an error naming rank %d", r, k.err, out, victim)
+		} else {
+			t.Logf("worker %d: %s", r, k.out[len(k.out)-1])
+		}
+	}
+}
+
+// BenchmarkShm times the shared memory transport with the ranks as goroutines of this
+// process (each with a mapping of its own), like BenchmarkAllReduce and
+// BenchmarkAllGatherV; tools/bench-collectives compares separate processes with Open MPI.
+func BenchmarkShm(b *testing.B) {
+	for _, P := range []int{2, 4} {
+		b.Run(fmt.Sprintf("P=%d", P), func(b *testing.B) {
+			comms := startShm(b, P)
+			for _, size := range benchSizes {
+				b.Run("AllReduce/"+sizeName(size), func(b *testing.B) {
+					bufs := make([][]float32, P)
+					for r := range bufs {
+						bufs[r] = make([]float32, size/4)
+					}
+					benchRanks(b, comms, func(r int, c Communicator) error { return c.AllReduce(bufs[r], Sum) })
+					reportBus(b, float64(size)*2*float64(P-1)/float64(P))
+				})
+				b.Run("AllGatherV/"+sizeName(size), func(b *testing.B) {
+					send := make([][]byte, P)
+					for r := range send {
+						send[r] = make([]byte, size/P)
+					}
+					benchRanks(b, comms, func(r int, c Communicator) error {
+						_, err := c.AllGatherV(send[r])
+						return err
+					})
+					reportBus(b, float64(size)*float64(P-1)/float64(P))
+				})
+			}
+		})
+	}
+}
+
+// TestShmWrongToken: a process without the job token is refused before it can learn
+// where the segment is, and the job goes on to shared memory without it.
+func TestShmWrongToken(t *testing.T) {
+	checkGoroutines(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := TCPConfig{Size: 2, MasterAddr: ln.Addr().String(), Token: NewJobToken(), DialTimeout: 10 * time.Second, Logger: quietLog()}
+	engines := make([]*engine, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		engines[0], errs[0] = dialTCP(context.Background(), tmpl, ln, nil)
+	}()
+
+	impostor := tmpl
+	impostor.Rank, impostor.Token = 1, "guess"
+	if c, err := DialTCP(context.Background(), impostor); !errors.Is(err, ErrRejected) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("wrong token: %v, want ErrRejected", err)
+	}
+
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cfg := tmpl
+		cfg.Rank = 1
+		engines[1], errs[1] = dialTCP(context.Background(), cfg, nil, nil)
+	}()
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	comms := upgradeAll(t, engines)
+	t.Cleanup(func() { closeAll(comms) })
+	for r, c := range comms {
+		if _, ok := c.(*shmComm); !ok {
+			t.Fatalf("rank %d: %T, want the shared memory communicator", r, c)
+		}
+	}
+	noErrors(t, runRanks(t, comms, 10*time.Second, func(r int, c Communicator) error {
+		buf := []float32{float32(r + 1)}
+		if err := c.AllReduce(buf, Sum); err != nil {
+			return err
+		}
+		if buf[0] != 3 {
+			return fmt.Errorf("sum %v, want 3", buf[0])
+		}
+		return nil
+	}))
+}
+
+// TestShmStats: the traffic reported is the bandwidth-optimal volume of each collective,
+// as the MPI backend reports it, and the setup's own collectives are not counted.
+func TestShmStats(t *testing.T) {
+	const P, n = 3, 1000
+	comms := startShm(t, P)
+	noErrors(t, runRanks(t, comms, 10*time.Second, func(r int, c Communicator) error {
+		if err := c.AllReduce(make([]float32, n), Sum); err != nil {
+			return err
+		}
+		if _, err := c.AllGatherV(make([]byte, 10*(r+1))); err != nil {
+			return err
+		}
+		st := c.Stats()
+		sent, recv := allReduceVolume(4*n, P)
+		gs, gr := allGatherVolume([]int64{10, 20, 30}, r)
+		switch {
+		case st.AllReduce.Calls != 1 || st.AllGatherV.Calls != 1:
+			return fmt.Errorf("%d allreduces and %d allgathervs counted, want 1 and 1", st.AllReduce.Calls, st.AllGatherV.Calls)
+		case st.AllReduce.BytesSent != sent || st.AllReduce.BytesRecv != recv:
+			return fmt.Errorf("allreduce traffic %d/%d, want %d/%d", st.AllReduce.BytesSent, st.AllReduce.BytesRecv, sent, recv)
+		case st.AllGatherV.BytesSent != gs || st.AllGatherV.BytesRecv != gr:
+			return fmt.Errorf("allgatherv traffic %d/%d, want %d/%d", st.AllGatherV.BytesSent, st.AllGatherV.BytesRecv, gs, gr)
+		case st.BytesSent != sent+gs:
+			return fmt.Errorf("%d bytes sent in all, want %d", st.BytesSent, sent+gs)
+		}
+		return nil
+	}))
+}

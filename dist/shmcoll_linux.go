@@ -1,0 +1,308 @@
+//go:build linux
+
+package dist
+
+import "fmt"
+
+// AllReduce implements Communicator.
+func (s *shmComm) AllReduce(buf []float32, op Op) error {
+	o, err := s.begin(collAllReduce)
+	if err != nil {
+		return err
+	}
+	return s.run(o, func(o *shmOp) error { return s.allReduce(o, buf, op) })
+}
+
+// AllReduceAsync implements Communicator.
+func (s *shmComm) AllReduceAsync(buf []float32, op Op) Handle {
+	o, err := s.begin(collAllReduce)
+	if err != nil {
+		return failedHandle(err)
+	}
+	h := newHandle()
+	go func() { h.finish(nil, s.run(o, func(o *shmOp) error { return s.allReduce(o, buf, op) })) }()
+	return h
+}
+
+// AllGatherV implements Communicator.
+func (s *shmComm) AllGatherV(send []byte) ([][]byte, error) {
+	o, err := s.begin(collAllGatherV)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	err = s.run(o, func(o *shmOp) (err error) { out, err = s.allGatherV(o, send); return err })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AllGatherVAsync implements Communicator.
+func (s *shmComm) AllGatherVAsync(send []byte) GatherHandle {
+	o, err := s.begin(collAllGatherV)
+	if err != nil {
+		return gatherHandle{failedHandle(err)}
+	}
+	h := newHandle()
+	go func() {
+		var out [][]byte
+		err := s.run(o, func(o *shmOp) (err error) { out, err = s.allGatherV(o, send); return err })
+		if err != nil {
+			out = nil
+		}
+		h.finish(out, err)
+	}()
+	return gatherHandle{h}
+}
+
+// Broadcast implements Communicator.
+func (s *shmComm) Broadcast(buf []byte, root int) error {
+	o, err := s.begin(collBroadcast)
+	if err != nil {
+		return err
+	}
+	return s.run(o, func(o *shmOp) error { return s.broadcast(o, buf, root) })
+}
+
+// BroadcastAsync implements Communicator.
+func (s *shmComm) BroadcastAsync(buf []byte, root int) Handle {
+	o, err := s.begin(collBroadcast)
+	if err != nil {
+		return failedHandle(err)
+	}
+	h := newHandle()
+	go func() { h.finish(nil, s.run(o, func(o *shmOp) error { return s.broadcast(o, buf, root) })) }()
+	return h
+}
+
+// Barrier implements Communicator.
+func (s *shmComm) Barrier() error {
+	o, err := s.begin(collBarrier)
+	if err != nil {
+		return err
+	}
+	return s.run(o, func(o *shmOp) error { return s.first(o, shmDesc{}) })
+}
+
+// first ends the first step of a collective: it announces what this rank issued, syncs,
+// and checks that every rank issued the same. Every rank sees the same descriptors and
+// draws the same verdict, naming the first rank that differs from rank 0.
+func (s *shmComm) first(o *shmOp, d shmDesc) error {
+	d.seq = o.seq
+	d.kind |= uint32(o.kind)
+	*s.seg.desc(s.rank, s.nextParity()) = d
+	st, err := s.sync()
+	if err != nil {
+		return err
+	}
+	if err := s.peersFailed(); err != nil {
+		return err
+	}
+	ref := *s.seg.desc(0, st&1)
+	for q := 1; q < s.size; q++ {
+		if theirs := *s.seg.desc(q, st&1); !sameCollective(ref, theirs) {
+			s.fail(fault{rank: q, reporter: s.rank, cause: mismatchErr("issued %s as #%d where rank 0 issued %s as #%d",
+				describeShm(theirs), theirs.seq, describeShm(ref), ref.seq)})
+			return errAborted
+		}
+	}
+	return nil
+}
+
+// sameCollective compares descriptors; an allgatherv's size is its own rank's.
+func sameCollective(a, b shmDesc) bool {
+	if a.seq != b.seq || a.kind != b.kind {
+		return false
+	}
+	return collKind(a.kind&0xff) == collAllGatherV || (a.size == b.size && a.root == b.root)
+}
+
+func describeShm(d shmDesc) string {
+	k, op := collKind(d.kind&0xff), Op(d.kind>>8)
+	switch k {
+	case collAllReduce:
+		return fmt.Sprintf("allreduce(%v, %d floats)", op, d.size)
+	case collBroadcast:
+		return fmt.Sprintf("broadcast(root %d, %d bytes)", d.root, d.size)
+	}
+	return k.String()
+}
+
+// allReduce sums in a fixed order whatever the timing: element i is always
+// ((x0[i] + x1[i]) + x2[i]) + ..., computed once from the same operands, and only copied
+// afterwards, so every rank ends with the same bits.
+//
+// Small buffers take one step: every rank writes its buffer, then each sums all of them.
+// Larger ones stream through the slots a chunk per step; the rank that owns the r-th
+// P-th of a chunk sums that part into the shared result area during the next step, and
+// everyone copies the chunk's result out once that step is over. The copy of chunk k+1
+// into the slots and the sums of chunk k share a step, so the pipeline needs one step per
+// chunk plus one.
+func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
+	if op != Sum && op != Average {
+		return s.invalid("allreduce op %v is neither Sum nor Average", op)
+	}
+	n := len(buf)
+	d := shmDesc{kind: uint32(op) << 8, size: uint64(n)}
+	o.sent, o.recv = allReduceVolume(int64(n)*4, s.size)
+	if n*4 <= s.small {
+		copy(s.seg.slot(s.rank, s.nextParity()), f32Bytes(buf, true))
+		if err := s.first(o, d); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		par := s.step & 1
+		s.sumSlots(buf, par, 0, n)
+		if op == Average {
+			divideBy(buf, float32(s.size))
+		}
+		return nil
+	}
+
+	per := s.seg.chunk / 4 // floats per chunk
+	chunks := (n + per - 1) / per
+	P, r := s.size, s.rank
+	for k := 0; k <= chunks; k++ {
+		if k < chunks {
+			// The others need every part of the chunk but the one this rank sums.
+			lo, hi := k*per, min(n, (k+1)*per)
+			a, b := lo+(hi-lo)*r/P, lo+(hi-lo)*(r+1)/P
+			slot := bytesF32(s.seg.slot(r, s.nextParity()), true)
+			copy(slot, buf[lo:a])
+			copy(slot[b-lo:], buf[b:hi])
+		}
+		if k > 0 {
+			// Sum this rank's part of the previous chunk, written one step ago; its own
+			// share is still in buf.
+			lo := (k - 1) * per
+			m := min(n, k*per) - lo
+			a, b := m*r/P, m*(r+1)/P
+			par := s.step & 1
+			dst := bytesF32(s.seg.result(par)[4*a:4*b], true)
+			s.sumParts(dst, par, a, b, buf[lo+a:lo+b])
+			if op == Average {
+				divideBy(dst, float32(P))
+			}
+		}
+		var err error
+		if k == 0 {
+			err = s.first(o, d)
+		} else {
+			_, err = s.sync()
+		}
+		if err != nil {
+			return err
+		}
+		if k > 0 {
+			lo, hi := (k-1)*per, min(n, k*per)
+			copy(buf[lo:hi], bytesF32(s.seg.result((s.step - 1) & 1)[:4*(hi-lo)], true))
+		}
+	}
+	return nil
+}
+
+// sumParts is sumSlots with this rank's operand taken from own instead of its slot.
+func (s *shmComm) sumParts(dst []float32, par uint32, a, b int, own []float32) {
+	src := func(p int) []float32 {
+		if p == s.rank {
+			return own
+		}
+		return bytesF32(s.seg.slot(p, par)[4*a:4*b], true)
+	}
+	sumInto(dst, src(0), src(1))
+	for p := 2; p < s.size; p++ {
+		sumInto(dst, dst, src(p))
+	}
+}
+
+// sumSlots sets dst to the sum, in rank order, of elements [a, b) of every rank's slot of
+// the given parity.
+func (s *shmComm) sumSlots(dst []float32, par uint32, a, b int) {
+	src := func(p int) []float32 { return bytesF32(s.seg.slot(p, par)[4*a:4*b], true) }
+	sumInto(dst, src(0), src(1))
+	for p := 2; p < s.size; p++ {
+		sumInto(dst, dst, src(p))
+	}
+}
+
+// broadcast streams root's buffer through its slot, a chunk per step.
+func (s *shmComm) broadcast(o *shmOp, buf []byte, root int) error {
+	if root < 0 || root >= s.size {
+		return s.invalid("broadcast root %d outside [0, %d)", root, s.size)
+	}
+	o.sent, o.recv = broadcastVolume(int64(len(buf)), root, s.rank, s.size)
+	C := s.seg.chunk
+	for off := 0; off == 0 || off < len(buf); off += C {
+		piece := buf[off:min(len(buf), off+C)]
+		if s.rank == root {
+			copy(s.seg.slot(root, s.nextParity()), piece)
+		}
+		var err error
+		if off == 0 {
+			err = s.first(o, shmDesc{root: uint32(root), size: uint64(len(buf))})
+		} else {
+			_, err = s.sync()
+		}
+		if err != nil {
+			return err
+		}
+		if s.rank != root {
+			copy(piece, s.seg.slot(root, s.step&1))
+		}
+	}
+	return nil
+}
+
+// allGatherV streams every rank's block through its slot, a chunk per step, for as many
+// steps as the largest block needs. The first step carries the sizes, checked against
+// the limit before anything is allocated.
+func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
+	if max := s.e.o.maxMessage; int64(len(send)) > max {
+		return nil, s.invalid("allgatherv of %d bytes exceeds the limit of %d (WithMaxMessage)", len(send), max)
+	}
+	C := s.seg.chunk
+	put := func(off int) {
+		if off < len(send) {
+			copy(s.seg.slot(s.rank, s.nextParity()), send[off:])
+		}
+	}
+	put(0)
+	if err := s.first(o, shmDesc{size: uint64(len(send))}); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, s.size)
+	lengths := make([]int64, s.size)
+	steps := 1
+	for p := range s.size {
+		n := s.seg.desc(p, s.step&1).size
+		lengths[p] = int64(min(n, 1<<62))
+		if n > uint64(s.e.o.maxMessage) {
+			s.fail(fault{rank: p, reporter: s.rank, cause: protocolErr("block of %d bytes exceeds the limit of %d", n, s.e.o.maxMessage)})
+			return nil, errAborted
+		}
+		steps = max(steps, (int(n)+C-1)/C)
+		if p == s.rank {
+			out[p] = append(make([]byte, 0, len(send)), send...)
+		} else {
+			out[p] = make([]byte, n)
+		}
+	}
+	o.sent, o.recv = allGatherVolume(lengths, s.rank)
+	for k := 0; ; k++ {
+		for p, blk := range out {
+			if off := k * C; p != s.rank && off < len(blk) {
+				copy(blk[off:], s.seg.slot(p, s.step&1))
+			}
+		}
+		if k+1 == steps {
+			return out, nil
+		}
+		put((k + 1) * C)
+		if _, err := s.sync(); err != nil {
+			return nil, err
+		}
+	}
+}

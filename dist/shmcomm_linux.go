@@ -1,0 +1,230 @@
+//go:build linux
+
+package dist
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// shmComm is the Communicator of a job whose ranks all share one machine: collectives
+// move data through a shared memory segment, in steps. At each step every rank writes
+// its part into its own slot, announces the step (its arrive word), and waits until every
+// other rank has announced it too; what the others wrote is then readable. Two slot
+// parities alternate by step, and a rank reads a step's data before it announces the
+// next, so a rank that has seen every peer announce step s may overwrite the data of
+// step s-1: no other handshake is needed.
+//
+// The TCP mesh of the job stays open beside the segment. It is how ranks learn that a
+// peer died (its sockets close at once when its process ends) and how a failure's
+// report reaches every peer, as with the TCP backend.
+//
+// Collectives run one at a time, in issue order; an async collective runs on a goroutine
+// of its own once the previous one has finished.
+type shmComm struct {
+	e          *engine
+	seg        *segment
+	rank, size int
+	small      int // bytes up to which every rank reduces a whole allreduce itself
+	// peerInProcess: some peer is a goroutine of this process (tests), so waits must also
+	// yield to the Go scheduler.
+	peerInProcess bool
+
+	mu     sync.Mutex
+	seq    uint64
+	tail   chan struct{} // closed when the last issued collective has finished
+	closed bool
+	flt    *fault
+	broken atomic.Bool // flt or closed is set: waits stop
+	killed atomic.Bool // a test's simulated crash: this rank reports nothing
+	done   chan struct{}
+	colls  sync.WaitGroup
+
+	step uint32 // the last step; only the running collective touches it
+}
+
+func newShmComm(e *engine, seg *segment, small int) *shmComm {
+	tail := make(chan struct{})
+	close(tail)
+	e.hideSetup()
+	inProcess := false
+	for p := range e.size {
+		inProcess = inProcess || (p != e.rank && seg.u32(p, ctlPid).Load() == uint32(os.Getpid()))
+	}
+	return &shmComm{
+		e: e, seg: seg, rank: e.rank, size: e.size, small: small, peerInProcess: inProcess,
+		tail: tail, done: make(chan struct{}),
+	}
+}
+
+func (s *shmComm) Rank() int { return s.rank }
+func (s *shmComm) Size() int { return s.size }
+
+func (s *shmComm) Stats() Stats { return s.e.Stats() }
+
+func (s *shmComm) String() string {
+	return fmt.Sprintf("dist.Communicator(rank %d of %d, shared memory)", s.rank, s.size)
+}
+
+// shmOp is one issued collective.
+type shmOp struct {
+	kind  collKind
+	seq   uint64
+	start time.Time
+	prev  chan struct{}
+	done  chan struct{}
+	// What Stats reports: the volume of the bandwidth-optimal algorithm on a network,
+	// not what this transport copies, so that traffic compares across backends.
+	sent, recv int64
+}
+
+// begin issues the next collective; its place in the order is taken here, in the
+// caller's goroutine.
+func (s *shmComm) begin(k collKind) (*shmOp, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("dist: %v: %w", k, ErrClosed)
+	}
+	s.seq++
+	op := &shmOp{kind: k, seq: s.seq, start: time.Now(), prev: s.tail, done: make(chan struct{})}
+	s.tail = op.done
+	s.colls.Add(1)
+	s.e.stats.ops[k].calls.Add(1)
+	s.e.stats.busy.start(op.start)
+	return op, nil
+}
+
+// run waits for the previous collective, runs fn and finishes op.
+func (s *shmComm) run(op *shmOp, fn func(op *shmOp) error) error {
+	<-op.prev
+	err := s.peersFailed()
+	if err == nil {
+		err = fn(op)
+	}
+	return s.end(op, err)
+}
+
+// peersFailed adopts a failure that this rank has not noticed yet: one that its TCP mesh
+// reported or that a peer published, maybe after it took part in the last step.
+func (s *shmComm) peersFailed() error {
+	if s.broken.Load() {
+		return errAborted
+	}
+	select {
+	case <-s.e.failed:
+		if f := s.e.fault(); f != nil {
+			s.fail(*f)
+		}
+		return errAborted
+	default:
+	}
+	for q := range s.size {
+		if q != s.rank && s.seg.state(q).Load() == shmFailed {
+			s.fail(s.seg.faultOf(q))
+			return errAborted
+		}
+	}
+	return nil
+}
+
+// end counts the collective and turns an internal error into the one the caller sees.
+func (s *shmComm) end(op *shmOp, err error) error {
+	c := &s.e.stats.ops[op.kind]
+	if err != nil {
+		s.mu.Lock()
+		flt, closed := s.flt, s.closed
+		s.mu.Unlock()
+		switch {
+		case flt != nil:
+			err = &PeerError{Rank: flt.rank, Op: op.kind.String(), Seq: op.seq,
+				Reporter: flt.reporter, Self: s.rank, Err: flt.cause}
+		case closed:
+			err = fmt.Errorf("dist: %v #%d: %w", op.kind, op.seq, ErrClosed)
+		default:
+			s.fail(fault{rank: s.rank, reporter: s.rank, cause: err})
+			err = &PeerError{Rank: s.rank, Op: op.kind.String(), Seq: op.seq,
+				Reporter: s.rank, Self: s.rank, Err: err}
+		}
+		c.failed.Add(1)
+	}
+	c.sent.Add(op.sent)
+	c.recv.Add(op.recv)
+	s.e.stats.sent.Add(op.sent)
+	s.e.stats.recv.Add(op.recv)
+	now := time.Now()
+	c.nanos.Add(int64(now.Sub(op.start)))
+	s.e.stats.busy.end(now)
+	close(op.done)
+	s.colls.Done()
+	return err
+}
+
+// fail records the first fault and tells the peers: through the segment, which wakes
+// them at once, and through the TCP mesh, which carries the report to every rank also
+// when this one cannot write the segment any more.
+func (s *shmComm) fail(f fault) {
+	s.mu.Lock()
+	if s.flt != nil || s.closed || s.killed.Load() {
+		s.mu.Unlock()
+		return
+	}
+	s.flt = &f
+	s.broken.Store(true)
+	s.mu.Unlock()
+	s.seg.setFault(s.rank, f)
+	s.wakeAll()
+	s.e.fail(f)
+}
+
+// wakeAll wakes every process asleep on any rank's arrive word, so that they look at the
+// failure now instead of at their next timed wake-up.
+func (s *shmComm) wakeAll() {
+	for p := range s.size {
+		futexWake(s.seg.arrive(p))
+	}
+}
+
+// invalid fails the job for a bad argument of this rank.
+func (s *shmComm) invalid(format string, args ...any) error {
+	s.fail(fault{rank: s.rank, reporter: s.rank,
+		cause: fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)})
+	return errAborted
+}
+
+// Close implements Communicator.
+func (s *shmComm) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.closed = true
+	failed := s.flt != nil || s.killed.Load()
+	s.broken.Store(true)
+	s.mu.Unlock()
+
+	s.colls.Wait() // no collective touches the segment after this
+	if !failed {
+		s.seg.state(s.rank).Store(shmClosed)
+		futexWake(s.seg.arrive(s.rank))
+	}
+	err := s.e.Close()
+	s.seg.unmap()
+	close(s.done)
+	return err
+}
+
+// kill simulates a crash for tests: the TCP mesh drops without goodbye and this rank
+// stops taking part, without a word in the segment.
+func (s *shmComm) kill() {
+	s.killed.Store(true)
+	s.broken.Store(true)
+	s.e.kill()
+}
+
+var _ Communicator = (*shmComm)(nil)
