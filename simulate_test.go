@@ -24,12 +24,12 @@ import (
 // model that is wrong misses twice.
 func TestSimulatorPredictsMeasuredRuns(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains 12 short runs")
+		t.Skip("trains 18 short runs")
 	}
 	const tolerance = 0.15
 	selection := sim.DefaultSelectionModel()
 	for _, workers := range []int{2, 4} {
-		for _, name := range []string{"dense", "pertensor", "multitensor", "ssfusion", "safusion", "exdyna"} {
+		for _, name := range []string{"dense", "pertensor", "multitensor", "ssfusion", "safusion", "exdyna", "omgs", "cupcake", "powersgd"} {
 			var row sim.ValidationRow
 			for attempt := range 2 {
 				row = measureAndPredict(t, name, workers, selection)
