@@ -208,7 +208,10 @@ func (p *powerSGD) Issue(i int) fusion.Completion {
 	done := make(chan error, 1)
 	go func() {
 		err := h.Wait()
-		if err == nil {
+		if err != nil {
+			// The second collective will never be ready: stop the step rather than wait.
+			p.e.Fail(fmt.Errorf("collective %d of the step: %w", i, err))
+		} else {
 			p.computeQs(bk)
 			p.e.Done(i + 1)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
@@ -391,4 +392,53 @@ func TestPowerSGDWarmStartConverges(t *testing.T) {
 	if last >= 0.95*first {
 		t.Errorf("error %.3g after six steps, %.3g after one: the factors are not carried from step to step", last, first)
 	}
+}
+
+// A peer that leaves between steps makes the next step fail on the others, not hang: the
+// failed allreduce of P must stop the step, since the allreduce of Q waits for it.
+func TestPowerSGDStepFailsWhenAPeerLeaves(t *testing.T) {
+	comms := dist.NewInProc(2)
+	grads := normalGrads(psgdShapes)
+	pipes := make([]pipeline.Pipeline, 2)
+	tensors := make([][]pipeline.Tensor, 2)
+	for r := range pipes {
+		tensors[r] = psgdTensors(psgdShapes)
+		var err error
+		if pipes[r], err = NewPowerSGD(comms[r], tensors[r], 256, PowerSGDConfig{Rank: 2, Seed: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(r, s int) error {
+		g := grads(r, s)
+		for id := len(psgdShapes) - 1; id >= 0; id-- {
+			copy(tensors[r][id].Grad, g[id])
+			if err := pipes[r].Push(id, tensors[r][id].Grad); err != nil {
+				return err
+			}
+		}
+		return pipes[r].Wait()
+	}
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := step(r, 0); err != nil {
+				t.Errorf("rank %d, first step: %v", r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	comms[1].Close()
+	done := make(chan error, 1)
+	go func() { done <- step(0, 1) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a step without the other rank succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the step hangs after its peer left")
+	}
+	comms[0].Close()
 }
