@@ -87,26 +87,11 @@ func TestOMGSReplansAndKeepsResiduals(t *testing.T) {
 		}
 	}
 	for id := range shapes {
-		want := make([]float64, len(runs[0].grads[0][id]))
-		got := make([]float32, len(want))
-		for s := range steps {
-			for j, v := range meanOf(grads, world, s, id) {
-				want[j] += v
-			}
-			for j, v := range runs[0].grads[s][id] {
-				got[j] += v
-			}
-		}
-		for r := range world {
-			for j, v := range runs[r].state.Residuals[id] {
-				got[j] += v / world
-			}
-		}
+		got, want := appliedAndKept(t, runs, grads, id, true)
 		if e := relErr(got, want); e > 1e-4 {
 			t.Errorf("tensor %v: applied plus residual is %.2g away from the sum of the gradients", shapes[id], e)
 		}
-	}
-}
+	}}
 
 func TestNewOMGSRefusesBadSettings(t *testing.T) {
 	tensors := psgdTensors(psgdShapes)

@@ -239,6 +239,37 @@ func TestPowerSGDRanksAgreeBitwise(t *testing.T) {
 	}
 }
 
+// appliedAndKept sums, over the steps of runs, the gradient rank 0 applied to tensor id plus,
+// with residuals, the ranks' mean residual after the last step (got), and the mean of every
+// rank's gradient (want). With error feedback nothing is lost, and the two agree.
+func appliedAndKept(t *testing.T, runs []psgdRun, grads func(r, s int) [][]float32, id int, residuals bool) (got []float32, want []float64) {
+	t.Helper()
+	world := len(runs)
+	want = make([]float64, len(runs[0].grads[0][id]))
+	got = make([]float32, len(want))
+	for s := range runs[0].grads {
+		for j, v := range meanOf(grads, world, s, id) {
+			want[j] += v
+		}
+		for j, v := range runs[0].grads[s][id] {
+			got[j] += v
+		}
+	}
+	if !residuals {
+		return got, want
+	}
+	for r := range world {
+		res := runs[r].state.Residuals[id]
+		if len(res) != len(got) {
+			t.Fatalf("rank %d keeps %d residual values for tensor %d, want %d", r, len(res), id, len(got))
+		}
+		for j, v := range res {
+			got[j] += v / float32(world)
+		}
+	}
+	return got, want
+}
+
 // With error feedback nothing is lost: over the steps, what every rank applied (the same
 // averaged approximation) plus the mean of the ranks' residuals equals the mean of all the
 // gradients.
@@ -247,25 +278,7 @@ func TestPowerSGDErrorFeedbackKeepsTheSum(t *testing.T) {
 	grads := normalGrads(psgdShapes)
 	runs := runPipelines(t, world, steps, psgdShapes, grads, powerSGDFactory(PowerSGDConfig{Rank: 1, ErrorFeedback: true, Seed: 3}, 1<<20), nil)
 	for _, id := range []int{0, 1} { // the compressed tensors
-		want := make([]float64, len(runs[0].grads[0][id]))
-		got := make([]float32, len(want))
-		for s := range steps {
-			for j, v := range meanOf(grads, world, s, id) {
-				want[j] += v
-			}
-			for j, v := range runs[0].grads[s][id] {
-				got[j] += v
-			}
-		}
-		for r := range world {
-			res := runs[r].state.Residuals[id]
-			if len(res) != len(got) {
-				t.Fatalf("rank %d keeps %d residual values for tensor %d, want %d", r, len(res), id, len(got))
-			}
-			for j, v := range res {
-				got[j] += v / world
-			}
-		}
+		got, want := appliedAndKept(t, runs, grads, id, true)
 		if e := relErr(got, want); e > 1e-4 {
 			t.Errorf("tensor %v: applied plus residual is %.2g away from the sum of the gradients", psgdShapes[id], e)
 		}
@@ -276,16 +289,7 @@ func TestPowerSGDErrorFeedbackKeepsTheSum(t *testing.T) {
 
 	// Without error feedback the residual is dropped: the same sum misses.
 	runs = runPipelines(t, world, steps, psgdShapes, grads, powerSGDFactory(PowerSGDConfig{Rank: 1, Seed: 3}, 1<<20), nil)
-	got := make([]float32, len(runs[0].grads[0][0]))
-	want := make([]float64, len(got))
-	for s := range steps {
-		for j, v := range meanOf(grads, world, s, 0) {
-			want[j] += v
-		}
-		for j, v := range runs[0].grads[s][0] {
-			got[j] += v
-		}
-	}
+	got, want := appliedAndKept(t, runs, grads, 0, false)
 	if e := relErr(got, want); e < 0.1 {
 		t.Errorf("without error feedback the applied sum is within %.2g of the gradients' sum", e)
 	}
