@@ -91,7 +91,8 @@ func TestOMGSReplansAndKeepsResiduals(t *testing.T) {
 		if e := relErr(got, want); e > 1e-4 {
 			t.Errorf("tensor %v: applied plus residual is %.2g away from the sum of the gradients", shapes[id], e)
 		}
-	}}
+	}
+}
 
 func TestNewOMGSRefusesBadSettings(t *testing.T) {
 	tensors := psgdTensors(psgdShapes)
