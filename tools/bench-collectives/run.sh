@@ -69,23 +69,10 @@ cd "$root"
 [[ -f go.mod && -d dist ]] || { echo "run.sh: $root does not look like the ssfusion repository" >&2; exit 1; }
 command -v go >/dev/null || { echo "run.sh: the go command is not on the PATH" >&2; exit 1; }
 
-# as_root runs a command as root: directly, or through sudo when we are not root.
-as_root() {
-	if ((EUID == 0)); then
-		"$@"
-	elif command -v sudo >/dev/null; then
-		sudo "$@"
-	else
-		echo "run.sh: need root to run: $*  (run it yourself, then rerun this script)" >&2
-		exit 1
-	fi
-}
-
+# shellcheck source=../lib.sh
+source "$here/../lib.sh"
 if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
-	command -v apt-get >/dev/null || { echo "run.sh: Open MPI (mpirun, mpicc) is missing and there is no apt-get here: install it yourself" >&2; exit 1; }
-	echo "==> Installing openmpi-bin and libopenmpi-dev with apt-get: Open MPI is the yardstick (mpirun, and mpicc for its side of the benchmark)."
-	as_root apt-get update
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openmpi-bin libopenmpi-dev
+	apt_install "Open MPI is the yardstick (mpirun, and mpicc for its side of the benchmark)" openmpi-bin libopenmpi-dev
 fi
 
 work=$(mktemp -d)

@@ -45,8 +45,8 @@ root=$(cd "$here/../.." && pwd)
 cd "$root"
 [[ -f go.mod && -d nets ]] || { echo "ddp.sh: $root does not look like the ssfusion repository" >&2; exit 1; }
 command -v go >/dev/null || { echo "ddp.sh: the go command is not on the PATH" >&2; exit 1; }
-# shellcheck source=lib.sh
-source "$here/lib.sh"
+# shellcheck source=../lib.sh
+source "$here/../lib.sh"
 ensure_torch
 
 tmp=$(mktemp -d)

@@ -55,8 +55,8 @@ cd "$root"
 [[ -f go.mod && -d nets ]] || { echo "run.sh: $root does not look like the ssfusion repository" >&2; exit 1; }
 command -v go >/dev/null || { echo "run.sh: the go command is not on the PATH (ours is measured with go test)" >&2; exit 1; }
 
-# shellcheck source=lib.sh
-source "$here/lib.sh"
+# shellcheck source=../lib.sh
+source "$here/../lib.sh"
 ensure_torch
 
 # links_openblas reports whether the C toolchain can link -lopenblas, which the openblas build needs.

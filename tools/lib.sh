@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Shared by run.sh and ddp.sh: root, apt-get and finding (or installing) PyTorch. Sourced,
-# not run.
+# Shared by the benchmark scripts under tools/: root, apt-get and finding (or installing)
+# PyTorch. Sourced, not run.
 
 # as_root runs a command as root: directly, or through sudo when we are not root.
 as_root() {
