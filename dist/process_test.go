@@ -164,6 +164,21 @@ func startChildren(t testing.TB, P int, mode string, env ...string) []*child {
 	return kids
 }
 
+// waitReady waits until every child has said it is ready, failing the test if one exits
+// first or takes longer than 30 s.
+func waitReady(t testing.TB, kids []*child) {
+	t.Helper()
+	for r, k := range kids {
+		select {
+		case <-k.ready:
+		case <-k.done:
+			t.Fatalf("worker %d exited early: %v %q", r, k.err, k.out)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("worker %d never got ready", r)
+		}
+	}
+}
+
 // waitChildren waits for every child, failing the test on a hang.
 func waitChildren(t testing.TB, kids []*child, limit time.Duration) {
 	t.Helper()
@@ -208,15 +223,7 @@ func TestProcessKilled(t *testing.T) {
 	const P, victim = 3, 2
 	kids := startChildren(t, P, "kill", "SSF_DIST_TEST_TIMEOUT=2s", "SSF_DIST_TEST_BANDWIDTH=100Mbit")
 	// The allreduce starts right after "ready" and lasts about 0.4 s on these links.
-	for r, k := range kids {
-		select {
-		case <-k.ready:
-		case <-k.done:
-			t.Fatalf("worker %d exited early: %v %q", r, k.err, k.out)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("worker %d never got ready", r)
-		}
-	}
+	waitReady(t, kids)
 	time.Sleep(100 * time.Millisecond)
 	killed := time.Now()
 	kids[victim].cmd.Process.Kill()

@@ -423,15 +423,7 @@ func TestShmProcessKilled(t *testing.T) {
 	}
 	const P, victim = 3, 1
 	kids := startChildren(t, P, "kill-loop", "SSF_DIST_TEST_TIMEOUT=1m")
-	for r, k := range kids {
-		select {
-		case <-k.ready:
-		case <-k.done:
-			t.Fatalf("worker %d exited early: %v %q", r, k.err, k.out)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("worker %d never got ready", r)
-		}
-	}
+	waitReady(t, kids)
 	time.Sleep(200 * time.Millisecond)
 	kids[victim].cmd.Process.Kill()
 	waitChildren(t, kids, 20*time.Second)
