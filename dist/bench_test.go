@@ -59,6 +59,31 @@ func reportBus(b *testing.B, bytesPerLink float64) {
 	b.ReportMetric(bytesPerLink/sec/1e9, "busGB/s")
 }
 
+// benchAllReduce times summing size bytes of float32 on every rank of comms.
+func benchAllReduce(b *testing.B, comms []Communicator, size int) {
+	P := len(comms)
+	bufs := make([][]float32, P)
+	for r := range bufs {
+		bufs[r] = make([]float32, size/4)
+	}
+	benchRanks(b, comms, func(r int, c Communicator) error { return c.AllReduce(bufs[r], Sum) })
+	reportBus(b, float64(size)*2*float64(P-1)/float64(P))
+}
+
+// benchAllGatherV times gathering size bytes in all, each rank of comms sending its share.
+func benchAllGatherV(b *testing.B, comms []Communicator, size int) {
+	P := len(comms)
+	send := make([][]byte, P)
+	for r := range send {
+		send[r] = make([]byte, size/P)
+	}
+	benchRanks(b, comms, func(r int, c Communicator) error {
+		_, err := c.AllGatherV(send[r])
+		return err
+	})
+	reportBus(b, float64(size)*float64(P-1)/float64(P))
+}
+
 func BenchmarkAllReduce(b *testing.B) {
 	for _, be := range backends {
 		for _, P := range []int{2, 4} {
@@ -66,12 +91,7 @@ func BenchmarkAllReduce(b *testing.B) {
 				comms := be.start(b, P)
 				for _, size := range benchSizes {
 					b.Run(sizeName(size), func(b *testing.B) {
-						bufs := make([][]float32, P)
-						for r := range bufs {
-							bufs[r] = make([]float32, size/4)
-						}
-						benchRanks(b, comms, func(r int, c Communicator) error { return c.AllReduce(bufs[r], Sum) })
-						reportBus(b, float64(size)*2*float64(P-1)/float64(P))
+						benchAllReduce(b, comms, size)
 					})
 				}
 			})
@@ -87,15 +107,7 @@ func BenchmarkAllGatherV(b *testing.B) {
 				// size is the total gathered; each rank sends its share.
 				for _, size := range benchSizes[:4] {
 					b.Run(sizeName(size), func(b *testing.B) {
-						send := make([][]byte, P)
-						for r := range send {
-							send[r] = make([]byte, size/P)
-						}
-						benchRanks(b, comms, func(r int, c Communicator) error {
-							_, err := c.AllGatherV(send[r])
-							return err
-						})
-						reportBus(b, float64(size)*float64(P-1)/float64(P))
+						benchAllGatherV(b, comms, size)
 					})
 				}
 			})

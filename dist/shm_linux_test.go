@@ -452,23 +452,10 @@ func BenchmarkShm(b *testing.B) {
 			comms := startShm(b, P)
 			for _, size := range benchSizes {
 				b.Run("AllReduce/"+sizeName(size), func(b *testing.B) {
-					bufs := make([][]float32, P)
-					for r := range bufs {
-						bufs[r] = make([]float32, size/4)
-					}
-					benchRanks(b, comms, func(r int, c Communicator) error { return c.AllReduce(bufs[r], Sum) })
-					reportBus(b, float64(size)*2*float64(P-1)/float64(P))
+					benchAllReduce(b, comms, size)
 				})
 				b.Run("AllGatherV/"+sizeName(size), func(b *testing.B) {
-					send := make([][]byte, P)
-					for r := range send {
-						send[r] = make([]byte, size/P)
-					}
-					benchRanks(b, comms, func(r int, c Communicator) error {
-						_, err := c.AllGatherV(send[r])
-						return err
-					})
-					reportBus(b, float64(size)*float64(P-1)/float64(P))
+					benchAllGatherV(b, comms, size)
 				})
 			}
 		})
