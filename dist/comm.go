@@ -32,7 +32,7 @@ type Handle interface {
 	Wait() error
 }
 
-// GatherHandle is the completion of an asynchronous AllGatherV.
+// GatherHandle is the completion of an asynchronous AllGatherV or AllToAllV.
 type GatherHandle interface {
 	Wait() ([][]byte, error)
 }
@@ -80,6 +80,15 @@ type Communicator interface {
 	// AllGatherVAsync starts an AllGatherV; send must not be modified until Wait returns.
 	AllGatherVAsync(send []byte) GatherHandle
 
+	// AllToAllV sends send[p] to rank p, for every p, and returns what every rank sent
+	// to this one, indexed by sender: the personalised exchange that a sparse
+	// reduce-scatter needs. send must have Size entries of any lengths, zero included;
+	// send[Rank()] comes back as a copy. The result is newly allocated and owned by the
+	// caller.
+	AllToAllV(send [][]byte) ([][]byte, error)
+	// AllToAllVAsync starts an AllToAllV; send must not be modified until Wait returns.
+	AllToAllVAsync(send [][]byte) GatherHandle
+
 	// Broadcast copies root's buf into every other rank's buf; all ranks pass buffers
 	// of the same length.
 	Broadcast(buf []byte, root int) error
@@ -113,6 +122,7 @@ type Stats struct {
 
 	AllReduce  OpStats
 	AllGatherV OpStats
+	AllToAllV  OpStats
 	Broadcast  OpStats
 	Barrier    OpStats
 	// Busy is the time during which at least one collective was in flight on this rank:
@@ -144,6 +154,7 @@ func (s Stats) Sub(t Stats) Stats {
 		ControlBytesRecv: s.ControlBytesRecv - t.ControlBytesRecv,
 		AllReduce:        s.AllReduce.sub(t.AllReduce),
 		AllGatherV:       s.AllGatherV.sub(t.AllGatherV),
+		AllToAllV:        s.AllToAllV.sub(t.AllToAllV),
 		Broadcast:        s.Broadcast.sub(t.Broadcast),
 		Barrier:          s.Barrier.sub(t.Barrier),
 		Busy:             s.Busy - t.Busy,
@@ -152,7 +163,7 @@ func (s Stats) Sub(t Stats) Stats {
 
 // CommTime is the summed time of all collectives.
 func (s Stats) CommTime() time.Duration {
-	return s.AllReduce.Time + s.AllGatherV.Time + s.Broadcast.Time + s.Barrier.Time
+	return s.AllReduce.Time + s.AllGatherV.Time + s.AllToAllV.Time + s.Broadcast.Time + s.Barrier.Time
 }
 
 func (o OpStats) sub(p OpStats) OpStats {

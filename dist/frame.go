@@ -57,6 +57,7 @@ const (
 	collAllGatherV
 	collBroadcast
 	collBarrier
+	collAllToAllV
 	numColl
 )
 
@@ -70,6 +71,8 @@ func (k collKind) String() string {
 		return "broadcast"
 	case collBarrier:
 		return "barrier"
+	case collAllToAllV:
+		return "alltoallv"
 	}
 	return fmt.Sprintf("collective %d", uint8(k))
 }
@@ -84,6 +87,7 @@ const (
 	algoChain
 	algoTree
 	algoDissemination
+	algoPairwise
 )
 
 func (a algo) String() string {
@@ -100,6 +104,8 @@ func (a algo) String() string {
 		return "binomial tree"
 	case algoDissemination:
 		return "dissemination"
+	case algoPairwise:
+		return "pairwise exchange"
 	}
 	return fmt.Sprintf("algorithm %d", uint8(a))
 }
@@ -181,6 +187,8 @@ func describe(coll uint8, a algo, arg uint64, arg2 uint32) string {
 		return fmt.Sprintf("allgatherv(%v)", a)
 	case collBarrier:
 		return fmt.Sprintf("barrier(%v)", a)
+	case collAllToAllV:
+		return fmt.Sprintf("alltoallv(%v)", a)
 	}
 	return k.String()
 }

@@ -45,6 +45,11 @@ static int ssf_iallgatherv_bytes(void *send, int n, void *recv, int *counts, int
 	return MPI_Iallgatherv(ssf_buf(send), n, MPI_BYTE, recv, counts, displs, MPI_BYTE, c, r);
 }
 
+static int ssf_ialltoallv_bytes(void *send, int *scounts, int *sdispls, void *recv, int *rcounts,
+		int *rdispls, MPI_Comm c, MPI_Request *r) {
+	return MPI_Ialltoallv(ssf_buf(send), scounts, sdispls, MPI_BYTE, ssf_buf(recv), rcounts, rdispls, MPI_BYTE, c, r);
+}
+
 static int ssf_iallreduce_sum_f32(float *send, float *recv, int n, MPI_Comm c, MPI_Request *r) {
 	return MPI_Iallreduce(send, recv, n, MPI_FLOAT, MPI_SUM, c, r);
 }
@@ -125,9 +130,6 @@ const (
 	mpiOpen
 	mpiFinalized
 )
-
-// descBytes is the size of a descriptor on the wire.
-const descBytes = descWords * 8
 
 // pollRounds bounds one ssf_poll call, so that the progress thread looks at its queue
 // now and then even if nobody sets the wake flag.
@@ -220,14 +222,15 @@ type mpiOp struct {
 	op    Op
 	seq   uint64
 	start time.Time
-	desc  []int64 // this rank's descriptor, then every rank's (descWords each)
+	desc  []int64 // this rank's descriptor, then every rank's (descWidth each)
 
 	f32    []float32 // allreduce: the caller's buffer, MPI's send buffer
 	stage  []float32 // allreduce: MPI's receive buffer, copied to f32 at the end
-	buf    []byte    // broadcast: the buffer; allgatherv: what this rank sends
+	buf    []byte    // broadcast: the buffer; allgatherv, alltoallv: what this rank sends
+	blocks [][]byte  // alltoallv: the caller's blocks, packed into buf once the phase starts
 	root   int
-	counts []C.int      // allgatherv: the counts, then the displacements
-	out    [][]byte     // allgatherv: the result
+	counts []C.int      // allgatherv: the counts, then the displacements; alltoallv: send's, then receive's
+	out    [][]byte     // allgatherv, alltoallv: the result
 	fn     func() error // not a collective: run on the progress thread (benchmarks)
 	h      *handle
 
@@ -286,6 +289,29 @@ func (m *mpiComm) AllGatherVAsync(send []byte) GatherHandle {
 	return gatherHandle{m.issue(o)}
 }
 
+// AllToAllV implements Communicator.
+func (m *mpiComm) AllToAllV(send [][]byte) ([][]byte, error) { return m.AllToAllVAsync(send).Wait() }
+
+// AllToAllVAsync implements Communicator. Every rank's descriptor carries the sizes of its
+// blocks, so after the descriptor exchange each rank knows what it receives from whom.
+func (m *mpiComm) AllToAllVAsync(send [][]byte) GatherHandle {
+	o := &mpiOp{kind: collAllToAllV, blocks: send}
+	var total int
+	for _, b := range send {
+		total += len(b)
+	}
+	o.describe(newDesc(collAllToAllV, 0, total, 0, m.size), m.size)
+	if len(send) != m.size {
+		o.desc[3] = int64(invalidBlocks)
+		o.desc[2] = int64(len(send)) // the root word: what invalidText reports
+	} else {
+		for q, b := range send {
+			o.desc[descWords+q] = int64(len(b))
+		}
+	}
+	return gatherHandle{m.issue(o)}
+}
+
 // Broadcast implements Communicator.
 func (m *mpiComm) Broadcast(buf []byte, root int) error { return m.BroadcastAsync(buf, root).Wait() }
 
@@ -329,9 +355,9 @@ func (m *mpiComm) Close() error {
 	return m.closeErr
 }
 
-// describe sets o's descriptor (the first descWords of room for every rank's).
+// describe sets o's descriptor (the first descWidth of room for every rank's).
 func (o *mpiOp) describe(d mpiDesc, size int) mpiDesc {
-	o.desc = make([]int64, descWords*(size+1))
+	o.desc = make([]int64, descWidth(size)*(size+1))
 	d.put(o.desc)
 	return d
 }
@@ -527,7 +553,8 @@ func (m *mpiComm) post(o *mpiOp) {
 	}
 	o.pin.Pin(&o.desc[0])
 	var req C.MPI_Request
-	m.check(C.ssf_iallgather_bytes(unsafe.Pointer(&o.desc[0]), descBytes, unsafe.Pointer(&o.desc[descWords]), m.ctl, &req),
+	w := descWidth(m.size)
+	m.check(C.ssf_iallgather_bytes(unsafe.Pointer(&o.desc[0]), C.int(8*w), unsafe.Pointer(&o.desc[w]), m.ctl, &req),
 		"MPI_Iallgather")
 	o.inMPI = true
 	m.track(req, mpiReq{what: reqDesc, op: o})
@@ -548,9 +575,10 @@ func (m *mpiComm) advance() {
 		if o.finished {
 			continue
 		}
+		w := descWidth(m.size)
 		descs := make([]mpiDesc, m.size)
 		for r := range descs {
-			descs[r] = descAt(o.desc[descWords:], r)
+			descs[r] = descAt(o.desc[w:], r, w)
 		}
 		if f := agree(m.rank, descs); f != nil {
 			m.fail(*f, o.seq)
@@ -632,10 +660,78 @@ func (m *mpiComm) start(o *mpiOp, descs []mpiDesc) {
 		o.pin.Pin(&o.counts[0])
 		m.check(C.ssf_iallgatherv_bytes(send, C.int(len(o.buf)), unsafe.Pointer(&all[0]), &o.counts[0], &o.counts[P],
 			m.data, &req), "MPI_Iallgatherv")
+
+	case collAllToAllV:
+		if !m.startAllToAllV(o, descs, &req) {
+			return
+		}
 	}
 	o.inMPI = true
 	m.running++
 	m.track(req, mpiReq{what: reqData, op: o})
+}
+
+// startAllToAllV starts o's MPI_Ialltoallv, or finishes o when nothing moves or the
+// sizes overflow MPI's counts; it reports whether a request is in flight. The sizes come
+// from the descriptors, which every rank holds alike, so every rank decides alike.
+func (m *mpiComm) startAllToAllV(o *mpiOp, descs []mpiDesc, req *C.MPI_Request) bool {
+	P, r, w := m.size, m.rank, descWidth(m.size)
+	size := func(from, to int) int64 { return o.desc[w+from*w+descWords+to] }
+	for q := range P {
+		var in int64
+		for p := range P {
+			if in += size(p, q); in > maxCount {
+				f := fault{rank: p, reporter: r, cause: fmt.Errorf(
+					"%w: alltoallv: rank %d's %d bytes bring rank %d's receipt over the MPI count limit of %d", ErrInvalid, p, size(p, q), q, maxCount)}
+				m.fail(f, o.seq)
+				m.finish(o, m.faultError(o))
+				return false
+			}
+		}
+	}
+	// The caller's blocks are packed into one send buffer (MPI wants one, with
+	// displacements), and the result is one allocation cut into capped blocks.
+	o.counts = make([]C.int, 4*P)
+	var sendTotal, recvTotal int64
+	for q, b := range o.blocks {
+		o.counts[q], o.counts[P+q] = C.int(len(b)), C.int(sendTotal)
+		sendTotal += int64(len(b))
+	}
+	o.buf = make([]byte, 0, sendTotal)
+	for _, b := range o.blocks {
+		o.buf = append(o.buf, b...)
+	}
+	o.out = make([][]byte, P)
+	lengths := make([]int64, P)
+	for p := range P {
+		lengths[p] = size(p, r)
+		o.counts[2*P+p], o.counts[3*P+p] = C.int(lengths[p]), C.int(recvTotal)
+		recvTotal += lengths[p]
+	}
+	all := make([]byte, recvTotal)
+	for p, off := 0, int64(0); p < P; p++ {
+		o.out[p] = all[off : off+lengths[p] : off+lengths[p]]
+		off += lengths[p]
+	}
+	if P == 1 || sendTotal+recvTotal == 0 {
+		copy(o.out[r], o.blocks[r])
+		m.finish(o, nil)
+		return false
+	}
+	o.sent, o.recv = sendTotal-int64(len(o.blocks[r])), recvTotal-lengths[r]
+	var send, recv unsafe.Pointer
+	if sendTotal > 0 {
+		send = unsafe.Pointer(&o.buf[0])
+		o.pin.Pin(send)
+	}
+	if recvTotal > 0 {
+		recv = unsafe.Pointer(&all[0])
+		o.pin.Pin(recv)
+	}
+	o.pin.Pin(&o.counts[0])
+	m.check(C.ssf_ialltoallv_bytes(send, &o.counts[0], &o.counts[P], recv, &o.counts[2*P], &o.counts[3*P], m.data, req),
+		"MPI_Ialltoallv")
+	return true
 }
 
 // finish ends o on the progress thread. An allreduce still has to copy its result from
@@ -737,8 +833,8 @@ func (m *mpiComm) completed(q mpiReq) {
 	case reqDesc:
 		o := q.op
 		o.inMPI = false
-		m.stats.ctlSent.Add(int64(descBytes * (m.size - 1)))
-		m.stats.ctlRecv.Add(int64(descBytes * (m.size - 1)))
+		m.stats.ctlSent.Add(int64(8 * descWidth(m.size) * (m.size - 1)))
+		m.stats.ctlRecv.Add(int64(8 * descWidth(m.size) * (m.size - 1)))
 		if o.finished {
 			o.pin.Unpin() // a fault failed it while MPI still held its descriptors
 			return

@@ -16,13 +16,19 @@ import (
 // starts an MPI collective that the others would not match.
 type mpiDesc struct {
 	code    int64 // collKind | Op<<8
-	length  int64 // allreduce: floats; broadcast, allgatherv: bytes; barrier: 0
-	root    int64 // broadcast root
+	length  int64 // allreduce: floats; broadcast, allgatherv, alltoallv: bytes sent; barrier: 0
+	root    int64 // broadcast root; the number of blocks of an alltoallv that has the wrong number
 	invalid int64 // an invalidReason, 0 if the arguments are fine
 }
 
-// descWords is the size of an mpiDesc in int64s, as it travels.
+// descWords is the size of an mpiDesc in int64s, as it travels. The descriptor is
+// followed on the wire by one word per rank: the sizes of an alltoallv's blocks, zero for
+// the other kinds. Every kind carries them, so that ranks that issued different kinds
+// still exchange descriptors of one size and learn of the mismatch.
 const descWords = 4
+
+// descWidth is the number of int64s a rank contributes to a descriptor exchange.
+func descWidth(size int) int { return descWords + size }
 
 // maxCount is the largest count an MPI call takes (a C int).
 const maxCount = math.MaxInt32
@@ -34,6 +40,7 @@ const (
 	invalidOp
 	invalidRoot
 	invalidLength
+	invalidBlocks
 )
 
 func (d mpiDesc) kind() collKind { return collKind(d.code & 0xff) }
@@ -41,8 +48,9 @@ func (d mpiDesc) op() Op         { return Op(d.code >> 8) }
 
 func (d mpiDesc) put(w []int64) { w[0], w[1], w[2], w[3] = d.code, d.length, d.root, d.invalid }
 
-func descAt(w []int64, r int) mpiDesc {
-	w = w[r*descWords : (r+1)*descWords]
+// descAt reads rank r's descriptor out of the exchange's result, width words per rank.
+func descAt(w []int64, r, width int) mpiDesc {
+	w = w[r*width : r*width+descWords]
 	return mpiDesc{code: w[0], length: w[1], root: w[2], invalid: w[3]}
 }
 
@@ -78,7 +86,7 @@ func (d mpiDesc) String() string {
 		return fmt.Sprintf("allreduce (%v) of %d floats", d.op(), d.length)
 	case collBroadcast:
 		return fmt.Sprintf("broadcast of %d bytes from root %d", d.length, d.root)
-	case collAllGatherV, collBarrier:
+	case collAllGatherV, collAllToAllV, collBarrier:
 		return d.kind().String()
 	}
 	return fmt.Sprintf("collective code %#x", d.code)
@@ -91,6 +99,8 @@ func (d mpiDesc) invalidText(size int) string {
 		return fmt.Sprintf("allreduce op %v is neither Sum nor Average", d.op())
 	case invalidRoot:
 		return fmt.Sprintf("broadcast root %d outside [0, %d)", d.root, size)
+	case invalidBlocks:
+		return fmt.Sprintf("alltoallv with %d blocks for %d ranks", d.root, size)
 	case invalidLength:
 		unit := "bytes"
 		if d.kind() == collAllReduce {

@@ -264,6 +264,29 @@ func TestMPI(t *testing.T) {
 		}
 	})
 
+	t.Run("AllToAllV", func(t *testing.T) {
+		for _, n := range []int{0, 1, 1009, 1 << 20} {
+			send := make([][]byte, P)
+			for q := range send {
+				send[q] = exchangeData(me, q, n)
+			}
+			got, err := c.AllToAllV(send)
+			if err != nil {
+				t.Errorf("alltoallv n=%d: %v", n, err)
+				continue
+			}
+			if len(got) != P {
+				t.Errorf("alltoallv n=%d: %d blocks, want %d", n, len(got), P)
+				continue
+			}
+			for q := range P {
+				if want := exchangeData(q, me, n); !bytes.Equal(got[q], want) || got[q] == nil {
+					t.Errorf("alltoallv n=%d: block from rank %d has %d bytes, want %d", n, q, len(got[q]), len(want))
+				}
+			}
+		}
+	})
+
 	t.Run("Barrier", func(t *testing.T) {
 		// Rank r enters r steps late; nobody may leave before the last one entered.
 		const step = 100 * time.Millisecond
@@ -391,7 +414,7 @@ func TestMPI(t *testing.T) {
 		if d.BytesSent != sum {
 			t.Errorf("BytesSent %d, want the sum over the collectives %d", d.BytesSent, sum)
 		}
-		if want := int64(4 * descBytes * (P - 1)); d.ControlBytesSent != want {
+		if want := int64(4 * 8 * descWidth(P) * (P - 1)); d.ControlBytesSent != want {
 			t.Errorf("control bytes sent %d, want %d (four descriptor exchanges)", d.ControlBytesSent, want)
 		}
 	})
@@ -505,6 +528,7 @@ func TestMPIAgree(t *testing.T) {
 	ar := func(n int) mpiDesc { return newDesc(collAllReduce, Sum, n, 0, 3) }
 	bc := func(n, root int) mpiDesc { return newDesc(collBroadcast, 0, n, root, 3) }
 	ag := func(n int) mpiDesc { return newDesc(collAllGatherV, 0, n, 0, 3) }
+	a2a := func(n int) mpiDesc { return newDesc(collAllToAllV, 0, n, 0, 3) }
 	bar := newDesc(collBarrier, 0, 0, 0, 3)
 	for _, tc := range []struct {
 		name    string
@@ -526,6 +550,10 @@ func TestMPIAgree(t *testing.T) {
 		{"bad root", []mpiDesc{bc(9, 0), bc(9, 0), bc(9, -1)}, 2, ErrInvalid, "broadcast root -1 outside [0, 3)"},
 		{"bad op first", []mpiDesc{ar(5), newDesc(collAllReduce, Op(9), 5, 0, 3), bc(1, 7)}, 1, ErrInvalid,
 			"allreduce op Op(9) is neither Sum nor Average"},
+		{"alltoallv sizes differ", []mpiDesc{a2a(0), a2a(9), a2a(1 << 20)}, -1, nil, ""},
+		{"alltoallv blocks", []mpiDesc{a2a(1), {code: int64(collAllToAllV), root: 4, invalid: int64(invalidBlocks)}, a2a(1)}, 1, ErrInvalid,
+			"alltoallv with 4 blocks for 3 ranks"},
+		{"alltoallv kind", []mpiDesc{a2a(1), ag(1), a2a(1)}, 1, ErrMismatch, "issued allgatherv where rank 0 issued alltoallv"},
 		{"too long", []mpiDesc{ag(1), ag(maxCount + 1), ag(1)}, 1, ErrInvalid, "exceeds the MPI count limit"},
 		{"total too long", []mpiDesc{ag(maxCount / 2), ag(maxCount / 2), ag(2)}, 2, ErrInvalid,
 			"rank 2's 2 bytes bring the total over"},

@@ -270,6 +270,35 @@ func (n Network) AllGatherV(size int, bytes []int) time.Duration {
 	return netDuration(within + netAllGather(totals, sum, n.Inter) + spread)
 }
 
+// AllToAllV is the time of a pairwise exchange in which rank r sends sent[r] bytes in all
+// to the other ranks, spread evenly over them: P-1 steps, each paying a start-up and the
+// largest block of the step, taken here as the largest rank's total over P-1. On a
+// hierarchical network the steps to peers on other nodes run at the inter-node link's
+// constants and the others at the intra-node one's. It panics if len(sent) != size or a
+// size is negative.
+func (n Network) AllToAllV(size int, sent []int) time.Duration {
+	if len(sent) != size {
+		panic(fmt.Sprintf("netmodel: Network.AllToAllV: %d sizes for %d ranks", len(sent), size))
+	}
+	most := 0
+	for r, b := range sent {
+		if b < 0 {
+			panic(fmt.Sprintf("netmodel: Network.AllToAllV: rank %d sends %d bytes", r, b))
+		}
+		most = max(most, b)
+	}
+	if size <= 1 {
+		return 0
+	}
+	g, _, _ := n.netLayout(size)
+	block := float64(most) / float64(size-1)
+	inter, intra := float64(size-g), float64(g-1)
+	if g == 1 {
+		inter, intra = float64(size-1), 0
+	}
+	return netDuration(inter*(n.Inter.Alpha+block*n.Inter.Beta) + intra*(n.Intra.Alpha+block*n.Intra.Beta))
+}
+
 // Broadcast is the time of a broadcast of bytes from one rank to the size-1 others.
 func (n Network) Broadcast(size, bytes int) time.Duration {
 	if size <= 1 || bytes <= 0 {

@@ -80,6 +80,48 @@ func TestNetworkAllGatherV(t *testing.T) {
 	}
 }
 
+// TestNetworkAllToAllV: P-1 steps, each a start-up and a P-1-th of the busiest sender's
+// bytes; on nodes, the steps within a node run on the intra-node link.
+func TestNetworkAllToAllV(t *testing.T) {
+	a, b := tenGbit.Alpha, tenGbit.Beta
+	flat := Network{Inter: tenGbit}
+	for _, c := range []struct {
+		sent []int
+		most int
+	}{
+		{[]int{0, 0}, 0},
+		{[]int{300, 600, 0}, 600},
+		{[]int{7000, 7000, 7000, 7000, 7000, 7000, 7000, 7000}, 7000},
+	} {
+		P := len(c.sent)
+		want := netSec(float64(P-1)*a + float64(c.most)*b)
+		if got := flat.AllToAllV(P, c.sent); !netNear(got, want) {
+			t.Errorf("AllToAllV(%v) = %v, want %v", c.sent, got, want)
+		}
+	}
+	if got := flat.AllToAllV(1, []int{100}); got != 0 {
+		t.Errorf("AllToAllV on one rank = %v, want 0", got)
+	}
+	// 8 ranks, 4 per node: 4 of the 7 steps cross nodes, 3 stay within one.
+	intra := Link{Alpha: 1e-6, Beta: 1e-11}
+	nodes := Network{Inter: tenGbit, Intra: intra, PerNode: 4}
+	block := 7000.0 / 7
+	want := netSec(4*(a+block*b) + 3*(intra.Alpha+block*intra.Beta))
+	if got := nodes.AllToAllV(8, netEqual(8, 7000)); !netNear(got, want) {
+		t.Errorf("hierarchical AllToAllV = %v, want %v", got, want)
+	}
+	for _, bad := range [][]int{{1, 2}, {1, -1, 0}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("AllToAllV(3, %v) did not panic", bad)
+				}
+			}()
+			flat.AllToAllV(3, bad)
+		}()
+	}
+}
+
 func TestNetworkAllGatherVPanics(t *testing.T) {
 	for _, c := range []struct {
 		size  int

@@ -28,6 +28,8 @@ type CostModel interface {
 	AllReduce(size, bytes int) time.Duration
 	// AllGatherV in which rank r contributes bytes[r]; len(bytes) == size.
 	AllGatherV(size int, bytes []int) time.Duration
+	// AllToAllV in which rank r sends sent[r] bytes in all to the others; len(sent) == size.
+	AllToAllV(size int, sent []int) time.Duration
 	// Broadcast of bytes from one rank to the others.
 	Broadcast(size, bytes int) time.Duration
 	// Barrier of size ranks.
@@ -254,6 +256,50 @@ func (s *simComm) mirrored(send []byte) [][]byte {
 	return out
 }
 
+// AllToAllV implements dist.Communicator. A lone rank receives from every rank the block
+// it addresses to itself: identical ranks address this rank what it addresses itself.
+func (s *simComm) AllToAllV(send [][]byte) ([][]byte, error) {
+	return s.AllToAllVAsync(send).Wait()
+}
+
+// AllToAllVAsync implements dist.Communicator.
+func (s *simComm) AllToAllVAsync(send [][]byte) dist.GatherHandle {
+	size := s.net.size
+	if len(send) != size {
+		return failedGather{fmt.Errorf("sim: alltoallv with %d blocks for %d ranks: %w", len(send), size, dist.ErrInvalid)}
+	}
+	var sent int
+	var out [][]byte
+	if s.inner == nil {
+		own := slices.Clone(send[s.rank])
+		out = make([][]byte, size)
+		for r := range out {
+			out[r] = own
+		}
+		// Identical ranks: block q of this rank stands for every rank's block to its
+		// q-th neighbour, so the whole message is what each sends.
+		for _, b := range send {
+			sent += len(b)
+		}
+		sent -= len(send[s.rank])
+	} else {
+		for q, b := range send {
+			if q != s.rank {
+				sent += len(b)
+			}
+		}
+	}
+	c, at, err := s.start(&s.stats.AllToAllV, sent, sent, nil, func(b []int) time.Duration { return s.net.model.AllToAllV(size, b) })
+	if err != nil {
+		return failedGather{err}
+	}
+	h := &simHandle{s: s, c: c, at: at, op: &s.stats.AllToAllV, out: out}
+	if s.inner != nil {
+		h.gather = s.inner.AllToAllVAsync(send)
+	}
+	return simGather{h}
+}
+
 // Broadcast implements dist.Communicator.
 func (s *simComm) Broadcast(buf []byte, root int) error { return s.BroadcastAsync(buf, root).Wait() }
 
@@ -339,8 +385,8 @@ type simHandle struct {
 	once sync.Once
 
 	inner  dist.Handle       // the data movement of AllReduce and Broadcast, if real
-	gather dist.GatherHandle // the data movement of AllGatherV, if real
-	out    [][]byte          // a lone rank's AllGatherV result
+	gather dist.GatherHandle // the data movement of AllGatherV and AllToAllV, if real
+	out    [][]byte          // a lone rank's AllGatherV or AllToAllV result
 }
 
 // Wait implements dist.Handle.

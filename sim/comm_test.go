@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -46,6 +47,13 @@ func (fixedCost) AllGatherV(size int, bytes []int) time.Duration {
 		most = max(most, b)
 	}
 	return 2*time.Millisecond + time.Duration(most)
+}
+func (fixedCost) AllToAllV(size int, sent []int) time.Duration {
+	most := 0
+	for _, b := range sent {
+		most = max(most, b)
+	}
+	return 5*time.Millisecond + time.Duration(most)
 }
 func (fixedCost) Broadcast(size, bytes int) time.Duration { return 3 * time.Millisecond }
 func (fixedCost) Barrier(size int) time.Duration          { return 4 * time.Millisecond }
@@ -92,6 +100,55 @@ func TestSimRanksMeetAndQueue(t *testing.T) {
 				t.Errorf("rank %d got %d bytes from rank %d", r, len(gathered[r][q]), q)
 			}
 		}
+	}
+}
+
+// TestSimAllToAllV: real ranks exchange real blocks and pay the cost model for the
+// busiest sender; a lone rank gets from every rank the block it addressed to itself.
+func TestSimAllToAllV(t *testing.T) {
+	clock := NewVirtualClock(nil)
+	comms := NewSim(3, fixedCost{}, clock)
+	got := make([][][]byte, 3)
+	ends := make([]time.Duration, 3)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() {
+			defer c.Close()
+			send := make([][]byte, 3)
+			for q := range send {
+				send[q] = bytes.Repeat([]byte{byte(10*r + q)}, 100*(r+1))
+			}
+			out, err := c.AllToAllV(send)
+			if err != nil {
+				t.Error(err)
+			}
+			got[r], ends[r] = out, clock.Elapsed()
+		})
+	}
+	wg.Wait()
+	// The busiest sender, rank 2, sends 300 bytes to each of two peers.
+	want := 5*time.Millisecond + 600
+	for r := range 3 {
+		if ends[r] != want {
+			t.Errorf("rank %d ends at %v, want %v", r, ends[r], want)
+		}
+		for q := range 3 {
+			if b := got[r][q]; len(b) != 100*(q+1) || b[0] != byte(10*q+r) {
+				t.Errorf("rank %d: block from rank %d = %d bytes of %v", r, q, len(b), b[:min(len(b), 1)])
+			}
+		}
+	}
+	if s := comms[1].Stats().AllToAllV; s.Calls != 1 || s.BytesSent != 400 || s.Time != want {
+		t.Errorf("rank 1's stats: %+v, want 1 call, 400 bytes, %v", s, want)
+	}
+
+	lone := NewSimRank(4, fixedCost{}, NewVirtualClock(nil))
+	out, err := lone.AllToAllV([][]byte{[]byte("to me"), []byte("a"), nil, []byte("bc")})
+	if err != nil || len(out) != 4 || string(out[3]) != "to me" || string(out[0]) != "to me" {
+		t.Errorf("lone rank: %q, %v", out, err)
+	}
+	if _, err := lone.AllToAllV(make([][]byte, 3)); !errors.Is(err, dist.ErrInvalid) {
+		t.Errorf("3 blocks for 4 ranks: %v, want ErrInvalid", err)
 	}
 }
 

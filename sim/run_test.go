@@ -32,6 +32,13 @@ func (c flatCost) AllGatherV(size int, bytes []int) time.Duration {
 	}
 	return c.alpha + time.Duration(total)*c.beta
 }
+func (c flatCost) AllToAllV(size int, sent []int) time.Duration {
+	most := 0
+	for _, b := range sent {
+		most = max(most, b)
+	}
+	return c.alpha + time.Duration(most)*c.beta
+}
 func (c flatCost) Broadcast(size, bytes int) time.Duration { return c.alpha }
 func (c flatCost) Barrier(size int) time.Duration          { return c.alpha }
 

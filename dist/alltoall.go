@@ -1,0 +1,127 @@
+package dist
+
+import "fmt"
+
+// AllToAllV implements Communicator.
+func (e *engine) AllToAllV(send [][]byte) ([][]byte, error) {
+	c, err := e.begin(collAllToAllV)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.allToAllV(send)
+	if err = c.end(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AllToAllVAsync implements Communicator.
+func (e *engine) AllToAllVAsync(send [][]byte) GatherHandle {
+	c, err := e.begin(collAllToAllV)
+	if err != nil {
+		return gatherHandle{failedHandle(err)}
+	}
+	h := newHandle()
+	go func() {
+		out, err := c.allToAllV(send)
+		if err = c.end(err); err != nil {
+			out = nil
+		}
+		h.finish(out, err)
+	}()
+	return gatherHandle{h}
+}
+
+// allToAllVArgs is the argument check of every backend: one block per rank, each within
+// the message limit. It says what is wrong, or returns "".
+func allToAllVArgs(send [][]byte, size int, limit int64) string {
+	if len(send) != size {
+		return fmt.Sprintf("alltoallv with %d blocks for %d ranks", len(send), size)
+	}
+	for p, b := range send {
+		if int64(len(b)) > limit {
+			return fmt.Sprintf("alltoallv block of %d bytes for rank %d exceeds the limit of %d (WithMaxMessage)", len(b), p, limit)
+		}
+	}
+	return ""
+}
+
+// allToAllV is the pairwise exchange: in step i (1 <= i < P) rank r sends its block for
+// rank r+i and receives rank r-i's block for it, and the step's sends are written before
+// the next step starts. Only one outgoing link per rank is busy at a time, so on shaped
+// links the time follows the cost model of a NIC-bound cluster: the sum over steps of the
+// largest block of the step. Every frame carries the block's total size (arg) and its
+// sender (arg2), so the receiver allocates the block once, after checking the size.
+func (c *coll) allToAllV(send [][]byte) ([][]byte, error) {
+	e := c.e
+	P, r := e.size, e.rank
+	if bad := allToAllVArgs(send, P, e.o.maxMessage); bad != "" {
+		return nil, c.invalid("%s", bad)
+	}
+	if err := c.ready(); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, P)
+	out[r] = append(make([]byte, 0, len(send[r])), send[r]...)
+	c.algo = algoPairwise
+	seg := e.o.segment
+	for i := 1; i < P; i++ {
+		to, from := (r+i)%P, (r-i+P)%P
+		b := send[to]
+		if len(b) == 0 {
+			if err := c.send(to, 0, uint32(r), nil); err != nil {
+				return nil, err
+			}
+		}
+		for s := 0; s < len(b); s += seg {
+			if err := c.send(to, uint64(len(b)), uint32(r), b[s:min(s+seg, len(b))]); err != nil {
+				return nil, err
+			}
+		}
+		blk, err := c.recvBlock(from)
+		if err != nil {
+			return nil, err
+		}
+		out[from] = blk
+		if err := c.waitSends(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// recvBlock receives the block that peer sends this rank in an alltoallv.
+func (c *coll) recvBlock(peer int) ([]byte, error) {
+	e := c.e
+	var blk []byte
+	for off := 0; ; {
+		f, err := c.recv(peer)
+		if err != nil {
+			return nil, err
+		}
+		n := f.size()
+		switch {
+		case f.h.arg2 != uint32(peer):
+			c.release(f)
+			return nil, c.protocol(peer, "alltoallv block from rank %d on rank %d's link", f.h.arg2, peer)
+		case blk == nil && f.h.arg > uint64(e.o.maxMessage):
+			c.release(f)
+			return nil, c.protocol(peer, "alltoallv block of %d bytes exceeds the limit of %d", f.h.arg, e.o.maxMessage)
+		case blk == nil:
+			blk = make([]byte, f.h.arg)
+			// The frames that follow can go straight into place.
+			c.expect(peer, int64(n), blk[min(n, len(blk)):])
+		}
+		if f.h.arg != uint64(len(blk)) || off+n > len(blk) || (n == 0 && len(blk) > 0) || (f.direct && off == 0) {
+			c.release(f)
+			return nil, c.protocol(peer, "frame of %d bytes at offset %d of a %d-byte block (announced %d)", n, off, len(blk), f.h.arg)
+		}
+		if !f.direct {
+			copy(blk[off:], f.payload())
+		}
+		c.release(f)
+		if off += n; off == len(blk) {
+			return blk, nil
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package dist
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// exchangeData is the block rank from sends rank to in an alltoallv test: lengths differ
+// by pair, and some pairs send nothing.
+func exchangeData(from, to, n int) []byte {
+	if (from+2*to)%4 == 3 {
+		return nil
+	}
+	b := make([]byte, n+from*5+to*3)
+	for i := range b {
+		b[i] = byte(from*31 + to*7 + i)
+	}
+	return b
+}
+
+// checkAllToAll runs one alltoallv of blocks about n bytes long, and one issued
+// asynchronously between two allreduces, and compares what every rank received with what
+// was addressed to it.
+func checkAllToAll(t *testing.T, comms []Communicator, n int) {
+	t.Helper()
+	P := len(comms)
+	blocks := func(r int) [][]byte {
+		send := make([][]byte, P)
+		for q := range send {
+			send[q] = exchangeData(r, q, n)
+		}
+		return send
+	}
+	got := make([][][]byte, P)
+	gotAsync := make([][][]byte, P)
+	noErrors(t, runRanks(t, comms, 30*time.Second, func(r int, c Communicator) error {
+		var err error
+		if got[r], err = c.AllToAllV(blocks(r)); err != nil {
+			return err
+		}
+		first := c.AllReduceAsync(intData(r, 100), Sum)
+		h := c.AllToAllVAsync(blocks(r))
+		last := c.AllReduceAsync(intData(r, 50), Sum)
+		if gotAsync[r], err = h.Wait(); err != nil {
+			return err
+		}
+		return errors.Join(first.Wait(), last.Wait())
+	}))
+	for r := range P {
+		for name, out := range map[string][][]byte{"alltoallv": got[r], "async alltoallv": gotAsync[r]} {
+			if len(out) != P {
+				t.Fatalf("%s n=%d rank %d: %d blocks, want %d", name, n, r, len(out), P)
+			}
+			for q := range P {
+				if want := exchangeData(q, r, n); !bytes.Equal(out[q], want) || out[q] == nil {
+					t.Fatalf("%s n=%d rank %d: block from rank %d has %d bytes, want %d", name, n, r, q, len(out[q]), len(want))
+				}
+				if q+1 < P && len(out[q]) > 0 && cap(out[q]) != len(out[q]) {
+					t.Fatalf("%s n=%d rank %d: block from rank %d has room to grow into the next", name, n, r, q)
+				}
+			}
+		}
+	}
+}
+
+func TestAllToAllVMatchesReference(t *testing.T) {
+	checkGoroutines(t)
+	for _, be := range backends {
+		for _, v := range algorithmVariants {
+			for P := 1; P <= 5; P++ {
+				t.Run(fmt.Sprintf("%s/%s/P=%d", be.name, v.name, P), func(t *testing.T) {
+					comms := be.start(t, P, v.opts...)
+					for _, n := range []int{0, 1, 1009, 70000} {
+						checkAllToAll(t, comms, n)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestAllToAllVInvalid: a rank that passes the wrong number of blocks, or one block over
+// the message limit, fails the collective on every rank, naming itself.
+func TestAllToAllVInvalid(t *testing.T) {
+	checkGoroutines(t)
+	cases := []struct {
+		name   string
+		blocks func(r int) [][]byte
+		want   string
+	}{
+		{"count", func(r int) [][]byte { return make([][]byte, 3+r%2*2) }, "alltoallv with 5 blocks for 3 ranks"},
+		{"limit", func(r int) [][]byte {
+			send := make([][]byte, 3)
+			if r == 1 {
+				send[2] = make([]byte, 2000)
+			}
+			return send
+		}, "block of 2000 bytes for rank 2 exceeds the limit of 1000"},
+	}
+	for _, be := range backends {
+		for _, tc := range cases {
+			t.Run(be.name+"/"+tc.name, func(t *testing.T) {
+				comms := be.start(t, 3, WithMaxMessage(1000))
+				errs := runRanks(t, comms, 15*time.Second, func(r int, c Communicator) error {
+					_, err := c.AllToAllV(tc.blocks(r))
+					return err
+				})
+				for r, err := range errs {
+					wantPeerError(t, r, err, 1, tc.want)
+					if !errors.Is(err, ErrInvalid) {
+						t.Errorf("rank %d: %v, want ErrInvalid", r, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestAllToAllVMismatch: ranks that issue an alltoallv where others issue something else
+// all learn of it.
+func TestAllToAllVMismatch(t *testing.T) {
+	checkGoroutines(t)
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			comms := be.start(t, 2)
+			errs := runRanks(t, comms, 15*time.Second, func(r int, c Communicator) error {
+				if r == 0 {
+					_, err := c.AllToAllV([][]byte{{1}, {2, 3}})
+					return err
+				}
+				_, err := c.AllGatherV([]byte{4})
+				return err
+			})
+			for r, err := range errs {
+				if !errors.Is(err, ErrMismatch) {
+					t.Errorf("rank %d: %v, want ErrMismatch", r, err)
+				}
+			}
+		})
+	}
+}
+
+// TestAllToAllVStats: an alltoallv counts as one, and the bytes a rank sends are the
+// blocks it addressed to others, plus frame headers.
+func TestAllToAllVStats(t *testing.T) {
+	comms := startInProc(t, 3)
+	noErrors(t, runRanks(t, comms, 15*time.Second, func(r int, c Communicator) error {
+		_, err := c.AllToAllV([][]byte{make([]byte, 100), make([]byte, 200), make([]byte, 300)})
+		return err
+	}))
+	for r, c := range comms {
+		s := c.Stats().AllToAllV
+		var want int64
+		for q, n := range []int64{100, 200, 300} {
+			if q != r {
+				want += n + headerSize
+			}
+		}
+		if s.Calls != 1 || s.Failed != 0 || s.BytesSent != want {
+			t.Errorf("rank %d: %+v, want 1 call and %d bytes sent", r, s, want)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+//go:build linux
+
+package dist
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestShmAllToAllV covers pieces on cache lines of their own (default slots), pieces of
+// odd widths (small slots), and blocks that take many steps.
+func TestShmAllToAllV(t *testing.T) {
+	checkGoroutines(t)
+	for _, g := range []struct {
+		name  string
+		chunk int
+	}{{"default", shmChunk}, {"tiny-slots", 256}} {
+		for P := 2; P <= 5; P++ {
+			t.Run(fmt.Sprintf("%s/P=%d", g.name, P), func(t *testing.T) {
+				withShmGeometry(t, g.chunk, shmSmall)
+				comms := startShm(t, P)
+				for _, n := range []int{0, 1, 63, 1009, 70000} {
+					checkAllToAll(t, comms, n)
+				}
+				for r, c := range comms {
+					s := c.Stats().AllToAllV
+					if s.Calls != 10 || s.BytesSent == 0 || s.BytesRecv == 0 {
+						t.Errorf("rank %d: %+v, want 10 calls that moved bytes", r, s)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestShmAllToAllVSlotsTooSmall: slots that cannot hold the block sizes fail every rank
+// with a message that says which setting to raise.
+func TestShmAllToAllVSlotsTooSmall(t *testing.T) {
+	checkGoroutines(t)
+	withShmGeometry(t, 64, 64)
+	comms := startShm(t, 5)
+	errs := runRanks(t, comms, 15*time.Second, func(r int, c Communicator) error {
+		_, err := c.AllToAllV(make([][]byte, 5))
+		return err
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("rank %d: %v, want ErrInvalid", r, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), EnvSharedMemoryChunk) {
+			t.Errorf("rank %d: %v does not name %s", r, err, EnvSharedMemoryChunk)
+		}
+	}
+}
