@@ -54,6 +54,9 @@ var pipelines = map[string]newPipeline{
 		}
 		return baselines.NewExDyna(comm, tensors, sparseConfig(cfg), opts...)
 	},
+	"oktopk": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewOkTopk(comm, tensors, sparseConfig(cfg))
+	},
 	"cupcake": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewCupcake(comm, tensors, sparseConfig(cfg), 0)
 	},

@@ -318,8 +318,6 @@ func TestExDynaSelection(t *testing.T) {
 	}
 }
 
-func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
-
 // selectedSplit returns the smallest magnitude in part selected by union (which holds
 // indices into the whole, part starting at base), 0 when none is, and the largest left out.
 func selectedSplit(part []float32, base int, union []int32) (in, out float32) {

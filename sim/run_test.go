@@ -72,6 +72,9 @@ var factories = map[string]Factory{
 	"exdyna": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewExDyna(c, t, sparse)
 	},
+	"oktopk": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewOkTopk(c, t, sparse)
+	},
 }
 
 func TestDenseStepTimeByHand(t *testing.T) {
