@@ -8,7 +8,6 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
-	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -56,8 +55,7 @@ import (
 // and rule.
 //
 // ExDyna sends one message per step whatever the fusion buffers, so it is not built on the
-// fusion engine; it shares the push bookkeeping (pipeline.Pushes) and the step meter
-// (fusion.Meter) with the other pipelines. The selector named in cfg is not used: ExDyna's
+// fusion engine but on one flat memory (flatGradient, shared with Ok-Topk). The selector named in cfg is not used: ExDyna's
 // threshold is its own selection. A step whose density reaches 1 (k >= N) sends everything
 // with one dense allreduce and leaves tau and the partitions as they are.
 //
@@ -65,19 +63,7 @@ import (
 // largest partition's selected count over the mean, and the bytes of this rank's index
 // message in our encoding and in the authors' (ExDynaIndexBytes, ExDynaAuthorsIndexBytes).
 type ExDyna struct {
-	comm    dist.Communicator
-	tensors []pipeline.Tensor
-	cfg     compress.Config
-	offsets []int // by tensor id: first element in the flattened gradient; offsets[len] = N
-	pushes  *pipeline.Pushes
-	meter   *fusion.Meter
-	clock   dist.Clock
-	mem     *compress.Memory
-	flat    []float32 // the accumulators of all tensors end to end, bound into mem
-
-	steps   int64 // steps finished
-	failed  error // why a Push of the current step failed
-	metrics pipeline.StepMetrics
+	flatGradient
 
 	// Carried from step to step and checkpointed.
 	tau    float64 // 0 until the first step that selects by threshold
@@ -96,7 +82,6 @@ type ExDyna struct {
 	local    []int32
 	ranges   []int // by tensor id: the tensor's union entries are union[ranges[id]:ranges[id+1]]
 	counts   []int
-	iota     []int32 // 0, 1, ...: every index of the largest tensor, for a dense step's Sent
 	observed func(exStep)
 }
 
@@ -112,43 +97,19 @@ func ExDynaPaperThreshold() ExDynaOption { return func(x *ExDyna) { x.paper = tr
 
 // NewExDyna returns the ExDyna pipeline over comm.
 func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config, opts ...ExDynaOption) (*ExDyna, error) {
-	if err := cfg.Check(); err != nil {
-		return nil, fmt.Errorf("exdyna: %w", err)
-	}
-	offsets := make([]int, len(tensors)+1)
-	for i, t := range tensors {
-		if t.ID != i {
-			return nil, fmt.Errorf("exdyna: tensor %q at position %d has id %d: ids must be positions", t.Name, i, t.ID)
-		}
-		offsets[i+1] = offsets[i] + len(t.Grad)
-	}
-	n := offsets[len(tensors)]
-	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("exdyna: %d gradient elements do not fit 32-bit indices", n)
+	flat, err := newFlatGradient("exdyna", comm, tensors, cfg)
+	if err != nil {
+		return nil, err
 	}
 	p := comm.Size()
-	if p < 1 {
-		return nil, fmt.Errorf("exdyna: communicator of %d ranks", p)
-	}
-	mem, err := compress.NewMemory(pipeline.Sizes(tensors), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("exdyna: %w", err)
-	}
 	x := &ExDyna{
-		comm: comm, tensors: tensors, cfg: cfg, offsets: offsets,
-		pushes: pipeline.NewPushes(tensors), meter: fusion.NewMeter(comm, tensors), clock: dist.ClockOf(comm),
-		mem: mem, flat: make([]float32, n),
-		topo:   newExTopology(newExBlocks(n), p),
-		ranges: make([]int, len(tensors)+1),
-		counts: make([]int, p), hists: make([]compress.Histogram, p), shares: make([]float64, p),
+		flatGradient: flat,
+		topo:         newExTopology(newExBlocks(flat.numel()), p),
+		ranges:       make([]int, len(tensors)+1),
+		counts:       make([]int, p), hists: make([]compress.Histogram, p), shares: make([]float64, p),
 	}
 	for j := range x.shares {
 		x.shares[j] = 1 / float64(p)
-	}
-	for id := range tensors {
-		if err := mem.Bind(id, x.flat[offsets[id]:offsets[id+1]]); err != nil {
-			return nil, err
-		}
 	}
 	for _, o := range opts {
 		o(x)
@@ -156,76 +117,23 @@ func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.C
 	return x, nil
 }
 
-func (x *ExDyna) numel() int { return x.offsets[len(x.tensors)] }
-
-// Push implements pipeline.Pipeline: it adds the gradient into the memory. A non-finite
-// element is refused before it gets there: outside this worker's partition the threshold
-// would never see it, yet this worker sends its value wherever another worker selects.
-func (x *ExDyna) Push(id int, grad []float32) error {
-	if err := x.pushes.Push(id, grad); err != nil {
-		return err
-	}
-	x.meter.Begin()
-	if err := x.accumulate(id, grad); err != nil {
-		if x.failed == nil {
-			x.failed = err
-		}
-		return err
-	}
-	return nil
-}
-
-func (x *ExDyna) accumulate(id int, grad []float32) error {
-	for i, v := range grad {
-		if !compress.Finite(v) {
-			return fmt.Errorf("exdyna: gradient of %s: %w", x.tensors[id].Name, &compress.NonFiniteError{Index: i, Value: v})
-		}
-	}
-	_, err := x.mem.Accumulate(id, grad)
-	return err
-}
-
 // Wait implements pipeline.Pipeline: it selects, exchanges and averages the step's
 // gradient.
 func (x *ExDyna) Wait() error {
-	start := x.clock.Now()
-	defer x.nextStep()
-	x.meter.Begin()
-	if x.failed != nil {
-		return x.failed
-	}
-	if err := x.pushes.Complete(); err != nil {
-		return err
-	}
-	step := int(x.steps)
-	n := x.numel()
-	k := compress.KFor(n, x.cfg.DensityAt(step))
-	var err error
-	if x.sendAll = k >= n; x.sendAll {
-		err = x.dense()
-	} else {
-		err = x.sparse(step, k)
-	}
-	if err != nil {
-		return err
-	}
-	x.finish()
-	x.metrics = x.meter.Finish(x.clock.Since(start), true)
-	return nil
+	return x.runStep(func(step, k int) error {
+		var err error
+		if x.sendAll = k >= x.numel(); x.sendAll {
+			err = x.dense()
+		} else {
+			err = x.sparse(step, k)
+		}
+		if err != nil {
+			return err
+		}
+		x.finish()
+		return nil
+	})
 }
-
-func (x *ExDyna) nextStep() {
-	x.steps++
-	x.pushes.Reset()
-	x.meter.Reset() // a failed step's figures must not run into the next
-	x.failed = nil
-}
-
-// Metrics implements pipeline.Pipeline.
-func (x *ExDyna) Metrics() pipeline.StepMetrics { return x.metrics }
-
-// Close implements pipeline.Pipeline; the communicator belongs to the caller.
-func (x *ExDyna) Close() error { return nil }
 
 // MirrorMessage returns the allgather message rank would send in this step if its
 // accumulated gradient were this rank's (own is this rank's message): its partition
@@ -367,21 +275,10 @@ type exStep struct {
 
 // dense allreduces every accumulated element.
 func (x *ExDyna) dense() error {
-	x.vals = append(x.vals[:0], x.flat...)
-	if err := x.comm.AllReduce(x.vals, dist.Sum); err != nil {
-		return fmt.Errorf("exdyna: allreduce of the dense gradient: %w", err)
+	var err error
+	if x.vals, err = x.allReduceAll(x.vals); err != nil {
+		return err
 	}
-	for id, t := range x.tensors {
-		if n := len(t.Grad); len(x.iota) < n {
-			for i := len(x.iota); i < n; i++ {
-				x.iota = append(x.iota, int32(i))
-			}
-		}
-		if err := x.mem.Sent(id, x.iota[:len(t.Grad)]); err != nil {
-			return err
-		}
-	}
-	x.meter.Selected(0, x.numel(), 0)
 	x.meter.SetExtra(pipeline.PartitionImbalance, x.imbalanceOfSpans())
 	return nil
 }
@@ -773,33 +670,12 @@ func (x *ExDyna) restoreExtra(b []byte) error {
 
 // State implements pipeline.Stateful: the step count, the error-feedback memory, and tau
 // with the partition boundaries and shares in Extra. ExDyna needs no backprop order.
-func (x *ExDyna) State() (pipeline.State, error) {
-	st := pipeline.State{Steps: x.steps, Extra: x.extraState()}
-	st.Residuals, st.Momenta = x.mem.Export()
-	return st, nil
-}
+func (x *ExDyna) State() (pipeline.State, error) { return x.state(x.extraState()), nil }
 
 // Restore implements pipeline.Stateful. A backprop order in the state (checkpoints of
 // earlier versions, in which ExDyna ran on the fusion engine, hold one) is ignored.
 func (x *ExDyna) Restore(st pipeline.State) error {
-	if x.steps != 0 {
-		return fmt.Errorf("exdyna: restoring state into a pipeline that has already run")
-	}
-	if st.Steps < 0 {
-		return fmt.Errorf("exdyna: restoring state with a negative step count %d", st.Steps)
-	}
-	// Everything is checked before anything changes: tau and the partitions are checked
-	// whole by restoreExtra, the memory by fitting it first.
-	saved := x.extraState()
-	if err := x.restoreExtra(st.Extra); err != nil {
-		return fmt.Errorf("restoring state: %w", err)
-	}
-	if err := x.mem.Restore(st.Residuals, st.Momenta); err != nil {
-		x.restoreExtra(saved)
-		return fmt.Errorf("exdyna: %w", err)
-	}
-	x.steps = st.Steps
-	return nil
+	return x.restore(st, x.extraState, x.restoreExtra)
 }
 
 // observedShares are the shares the step selected with, for exStep: none under the

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
-	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -55,20 +54,8 @@ import (
 // is not used: the thresholds are Ok-Topk's selection. A step whose density reaches 1
 // sends everything with one dense allreduce.
 type OkTopk struct {
-	comm    dist.Communicator
-	tensors []pipeline.Tensor
-	cfg     compress.Config
-	offsets []int // by tensor id: first element in the flattened gradient; offsets[len] = N
-	pushes  *pipeline.Pushes
-	meter   *fusion.Meter
-	clock   dist.Clock
-	mem     *compress.Memory
-	flat    []float32 // the accumulators of all tensors end to end, bound into mem
-	topk    compress.TopK
-
-	steps   int64
-	failed  error
-	metrics pipeline.StepMetrics
+	flatGradient
+	topk compress.TopK
 
 	// Carried from step to step and checkpointed; 0 thresholds are found at the next step.
 	localTh, globalTh float32
@@ -86,7 +73,6 @@ type OkTopk struct {
 	sel     []int32   // the global selection, ascending
 	vals    []float32 // its sums
 	keys    []int32   // top-k scratch
-	iota    []int32   // 0, 1, ...: every index of the largest tensor, for a dense step
 }
 
 // okGather names Ok-Topk's two allgathers, for MirrorMessage.
@@ -109,39 +95,12 @@ const (
 
 // NewOkTopk returns the Ok-Topk pipeline over comm.
 func NewOkTopk(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config) (*OkTopk, error) {
-	if err := cfg.Check(); err != nil {
-		return nil, fmt.Errorf("oktopk: %w", err)
-	}
-	offsets := make([]int, len(tensors)+1)
-	for i, t := range tensors {
-		if t.ID != i {
-			return nil, fmt.Errorf("oktopk: tensor %q at position %d has id %d: ids must be positions", t.Name, i, t.ID)
-		}
-		offsets[i+1] = offsets[i] + len(t.Grad)
-	}
-	n := offsets[len(tensors)]
-	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("oktopk: %d gradient elements do not fit 32-bit indices", n)
+	flat, err := newFlatGradient("oktopk", comm, tensors, cfg)
+	if err != nil {
+		return nil, err
 	}
 	p := comm.Size()
-	if p < 1 {
-		return nil, fmt.Errorf("oktopk: communicator of %d ranks", p)
-	}
-	mem, err := compress.NewMemory(pipeline.Sizes(tensors), cfg)
-	if err != nil {
-		return nil, fmt.Errorf("oktopk: %w", err)
-	}
-	x := &OkTopk{
-		comm: comm, tensors: tensors, cfg: cfg, offsets: offsets,
-		pushes: pipeline.NewPushes(tensors), meter: fusion.NewMeter(comm, tensors), clock: dist.ClockOf(comm),
-		mem: mem, flat: make([]float32, n), bounds: evenBounds(n, p), blocks: make([][]byte, p),
-	}
-	for id := range tensors {
-		if err := mem.Bind(id, x.flat[offsets[id]:offsets[id+1]]); err != nil {
-			return nil, err
-		}
-	}
-	return x, nil
+	return &OkTopk{flatGradient: flat, bounds: evenBounds(flat.numel(), p), blocks: make([][]byte, p)}, nil
 }
 
 // evenBounds splits n elements into p regions of equal length, give or take one.
@@ -153,93 +112,25 @@ func evenBounds(n, p int) []int {
 	return b
 }
 
-func (x *OkTopk) numel() int { return x.offsets[len(x.tensors)] }
-
-// Push implements pipeline.Pipeline: it adds the gradient into the memory. A non-finite
-// element is refused before it gets there, as no threshold could make sense of it.
-func (x *OkTopk) Push(id int, grad []float32) error {
-	if err := x.pushes.Push(id, grad); err != nil {
-		return err
-	}
-	x.meter.Begin()
-	for i, v := range grad {
-		if !compress.Finite(v) {
-			err := fmt.Errorf("oktopk: gradient of %s: %w", x.tensors[id].Name, &compress.NonFiniteError{Index: i, Value: v})
-			if x.failed == nil {
-				x.failed = err
-			}
-			return err
-		}
-	}
-	if _, err := x.mem.Accumulate(id, grad); err != nil {
-		if x.failed == nil {
-			x.failed = err
-		}
-		return err
-	}
-	return nil
-}
-
-// Wait implements pipeline.Pipeline: it runs the sparse allreduce of the step.
+// Wait implements pipeline.Pipeline: it runs the sparse allreduce of the step, or a
+// dense one when the density reaches 1.
 func (x *OkTopk) Wait() error {
-	start := x.clock.Now()
-	defer x.nextStep()
-	x.meter.Begin()
-	if x.failed != nil {
-		return x.failed
-	}
-	if err := x.pushes.Complete(); err != nil {
-		return err
-	}
-	step := int(x.steps)
-	n := x.numel()
-	k := compress.KFor(n, x.cfg.DensityAt(step))
-	var err error
-	if k >= n {
-		err = x.dense()
-	} else {
-		err = x.sparse(step, k)
-	}
-	if err != nil {
-		return err
-	}
-	x.metrics = x.meter.Finish(x.clock.Since(start), true)
-	return nil
-}
-
-func (x *OkTopk) nextStep() {
-	x.steps++
-	x.pushes.Reset()
-	x.meter.Reset()
-	x.failed = nil
-}
-
-// Metrics implements pipeline.Pipeline.
-func (x *OkTopk) Metrics() pipeline.StepMetrics { return x.metrics }
-
-// Close implements pipeline.Pipeline; the communicator belongs to the caller.
-func (x *OkTopk) Close() error { return nil }
-
-// dense allreduces every accumulated element and clears the memory.
-func (x *OkTopk) dense() error {
-	x.vals = append(x.vals[:0], x.flat...)
-	if err := x.comm.AllReduce(x.vals, dist.Sum); err != nil {
-		return fmt.Errorf("oktopk: allreduce of the dense gradient: %w", err)
-	}
-	world := float32(x.comm.Size())
-	for id, t := range x.tensors {
-		for i, v := range x.vals[x.offsets[id]:x.offsets[id+1]] {
-			t.Grad[i] = v / world
+	return x.runStep(func(step, k int) error {
+		if k < x.numel() {
+			return x.sparse(step, k)
 		}
-		for i := len(x.iota); i < len(t.Grad); i++ {
-			x.iota = append(x.iota, int32(i))
-		}
-		if err := x.mem.Sent(id, x.iota[:len(t.Grad)]); err != nil {
+		var err error
+		if x.vals, err = x.allReduceAll(x.vals); err != nil {
 			return err
 		}
-	}
-	x.meter.Selected(0, x.numel(), 0)
-	return nil
+		world := float32(x.comm.Size())
+		for id, t := range x.tensors {
+			for i, v := range x.vals[x.offsets[id]:x.offsets[id+1]] {
+				t.Grad[i] = v / world
+			}
+		}
+		return nil
+	})
 }
 
 // sparse runs the four stages of a sparse step (see OkTopk).
@@ -637,28 +528,9 @@ func (x *OkTopk) restoreExtra(b []byte) error {
 
 // State implements pipeline.Stateful: the step count, the error-feedback memory, and the
 // thresholds with the region boundaries in Extra.
-func (x *OkTopk) State() (pipeline.State, error) {
-	st := pipeline.State{Steps: x.steps, Extra: x.extraState()}
-	st.Residuals, st.Momenta = x.mem.Export()
-	return st, nil
-}
+func (x *OkTopk) State() (pipeline.State, error) { return x.state(x.extraState()), nil }
 
 // Restore implements pipeline.Stateful.
 func (x *OkTopk) Restore(st pipeline.State) error {
-	if x.steps != 0 {
-		return fmt.Errorf("oktopk: restoring state into a pipeline that has already run")
-	}
-	if st.Steps < 0 {
-		return fmt.Errorf("oktopk: restoring state with a negative step count %d", st.Steps)
-	}
-	saved := x.extraState()
-	if err := x.restoreExtra(st.Extra); err != nil {
-		return fmt.Errorf("restoring state: %w", err)
-	}
-	if err := x.mem.Restore(st.Residuals, st.Momenta); err != nil {
-		x.restoreExtra(saved)
-		return fmt.Errorf("oktopk: %w", err)
-	}
-	x.steps = st.Steps
-	return nil
+	return x.restore(st, x.extraState, x.restoreExtra)
 }

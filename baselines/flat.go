@@ -1,0 +1,180 @@
+package baselines
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/ssfusion/ssfusion/compress"
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/fusion"
+	"github.com/ssfusion/ssfusion/pipeline"
+)
+
+// flatGradient is what the pipelines that select over the whole model at once (ExDyna,
+// Ok-Topk) share instead of the fusion engine: the gradient of all tensors laid end to end
+// in tensor-id order (the parameter order every rank shares, whatever the backprop order),
+// accumulated with error feedback as each tensor is pushed; the push bookkeeping and step
+// meter; the step count; and the checkpointed state. Its Push, Metrics and Close are the
+// pipelines' own.
+type flatGradient struct {
+	name    string // the pipeline's, for errors
+	comm    dist.Communicator
+	tensors []pipeline.Tensor
+	cfg     compress.Config
+	offsets []int // by tensor id: first element in the flattened gradient; offsets[len] = N
+	pushes  *pipeline.Pushes
+	meter   *fusion.Meter
+	clock   dist.Clock
+	mem     *compress.Memory
+	flat    []float32 // the accumulators of all tensors end to end, bound into mem
+
+	steps   int64 // steps finished
+	failed  error // why a Push of the current step failed
+	metrics pipeline.StepMetrics
+	iota    []int32 // 0, 1, ...: every index of the largest tensor, for a dense step's Sent
+}
+
+// newFlatGradient checks the configuration and the tensors (ids must be positions, and
+// every element must have a 32-bit index) and binds the memory to one flat buffer.
+func newFlatGradient(name string, comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config) (flatGradient, error) {
+	f := flatGradient{name: name, comm: comm, tensors: tensors, cfg: cfg}
+	if err := cfg.Check(); err != nil {
+		return f, fmt.Errorf("%s: %w", name, err)
+	}
+	f.offsets = make([]int, len(tensors)+1)
+	for i, t := range tensors {
+		if t.ID != i {
+			return f, fmt.Errorf("%s: tensor %q at position %d has id %d: ids must be positions", name, t.Name, i, t.ID)
+		}
+		f.offsets[i+1] = f.offsets[i] + len(t.Grad)
+	}
+	if n := f.numel(); n > math.MaxInt32 {
+		return f, fmt.Errorf("%s: %d gradient elements do not fit 32-bit indices", name, n)
+	}
+	if p := comm.Size(); p < 1 {
+		return f, fmt.Errorf("%s: communicator of %d ranks", name, p)
+	}
+	mem, err := compress.NewMemory(pipeline.Sizes(tensors), cfg)
+	if err != nil {
+		return f, fmt.Errorf("%s: %w", name, err)
+	}
+	f.mem, f.flat = mem, make([]float32, f.numel())
+	f.pushes, f.meter, f.clock = pipeline.NewPushes(tensors), fusion.NewMeter(comm, tensors), dist.ClockOf(comm)
+	for id := range tensors {
+		if err := mem.Bind(id, f.flat[f.offsets[id]:f.offsets[id+1]]); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+func (f *flatGradient) numel() int { return f.offsets[len(f.tensors)] }
+
+// Push implements pipeline.Pipeline: it adds the gradient into the memory. A non-finite
+// element is refused before it gets there: no threshold can make sense of it, and a
+// worker may send its value wherever another worker selects.
+func (f *flatGradient) Push(id int, grad []float32) error {
+	if err := f.pushes.Push(id, grad); err != nil {
+		return err
+	}
+	f.meter.Begin()
+	if err := f.accumulate(id, grad); err != nil {
+		if f.failed == nil {
+			f.failed = err
+		}
+		return err
+	}
+	return nil
+}
+
+func (f *flatGradient) accumulate(id int, grad []float32) error {
+	for i, v := range grad {
+		if !compress.Finite(v) {
+			return fmt.Errorf("%s: gradient of %s: %w", f.name, f.tensors[id].Name, &compress.NonFiniteError{Index: i, Value: v})
+		}
+	}
+	_, err := f.mem.Accumulate(id, grad)
+	return err
+}
+
+// runStep is the frame of Wait: once every tensor was pushed it runs the step with the
+// step's number and k, then records its metrics; the next step starts afresh either way.
+func (f *flatGradient) runStep(run func(step, k int) error) error {
+	start := f.clock.Now()
+	defer f.nextStep()
+	f.meter.Begin()
+	if f.failed != nil {
+		return f.failed
+	}
+	if err := f.pushes.Complete(); err != nil {
+		return err
+	}
+	step := int(f.steps)
+	if err := run(step, compress.KFor(f.numel(), f.cfg.DensityAt(step))); err != nil {
+		return err
+	}
+	f.metrics = f.meter.Finish(f.clock.Since(start), true)
+	return nil
+}
+
+func (f *flatGradient) nextStep() {
+	f.steps++
+	f.pushes.Reset()
+	f.meter.Reset() // a failed step's figures must not run into the next
+	f.failed = nil
+}
+
+// Metrics implements pipeline.Pipeline.
+func (f *flatGradient) Metrics() pipeline.StepMetrics { return f.metrics }
+
+// Close implements pipeline.Pipeline; the communicator belongs to the caller.
+func (f *flatGradient) Close() error { return nil }
+
+// allReduceAll is a step that sends everything: it sums every accumulated element over
+// the ranks into vals (reused) and clears the memory.
+func (f *flatGradient) allReduceAll(vals []float32) ([]float32, error) {
+	vals = append(vals[:0], f.flat...)
+	if err := f.comm.AllReduce(vals, dist.Sum); err != nil {
+		return vals, fmt.Errorf("%s: allreduce of the dense gradient: %w", f.name, err)
+	}
+	for id, t := range f.tensors {
+		for i := len(f.iota); i < len(t.Grad); i++ {
+			f.iota = append(f.iota, int32(i))
+		}
+		if err := f.mem.Sent(id, f.iota[:len(t.Grad)]); err != nil {
+			return vals, err
+		}
+	}
+	f.meter.Selected(0, f.numel(), 0)
+	return vals, nil
+}
+
+// state is the checkpointed state: the step count, the memory and the pipeline's extra.
+func (f *flatGradient) state(extra []byte) pipeline.State {
+	st := pipeline.State{Steps: f.steps, Extra: extra}
+	st.Residuals, st.Momenta = f.mem.Export()
+	return st
+}
+
+// restore adopts a checkpointed state into a pipeline that has not run, through the
+// pipeline's encoder and checked decoder of its extra state. Everything is checked
+// before anything changes: the extra by decode, which must change nothing on error, the
+// memory by fitting it.
+func (f *flatGradient) restore(st pipeline.State, encode func() []byte, decode func([]byte) error) error {
+	if f.steps != 0 {
+		return fmt.Errorf("%s: restoring state into a pipeline that has already run", f.name)
+	}
+	if st.Steps < 0 {
+		return fmt.Errorf("%s: restoring state with a negative step count %d", f.name, st.Steps)
+	}
+	saved := encode()
+	if err := decode(st.Extra); err != nil {
+		return fmt.Errorf("restoring state: %w", err)
+	}
+	if err := f.mem.Restore(st.Residuals, st.Momenta); err != nil {
+		decode(saved)
+		return fmt.Errorf("%s: %w", f.name, err)
+	}
+	f.steps = st.Steps
+	return nil
+}
