@@ -64,19 +64,10 @@ func (c *coll) allToAllV(send [][]byte) ([][]byte, error) {
 	out := make([][]byte, P)
 	out[r] = append(make([]byte, 0, len(send[r])), send[r]...)
 	c.algo = algoPairwise
-	seg := e.o.segment
 	for i := 1; i < P; i++ {
 		to, from := (r+i)%P, (r-i+P)%P
-		b := send[to]
-		if len(b) == 0 {
-			if err := c.send(to, 0, uint32(r), nil); err != nil {
-				return nil, err
-			}
-		}
-		for s := 0; s < len(b); s += seg {
-			if err := c.send(to, uint64(len(b)), uint32(r), b[s:min(s+seg, len(b))]); err != nil {
-				return nil, err
-			}
+		if err := c.sendBlock(to, send[to]); err != nil {
+			return nil, err
 		}
 		blk, err := c.recvBlock(from)
 		if err != nil {
@@ -88,6 +79,21 @@ func (c *coll) allToAllV(send [][]byte) ([][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// sendBlock queues b for peer in frames of at most a segment, each carrying the block's
+// size and this rank as its sender; an empty block is one empty frame.
+func (c *coll) sendBlock(peer int, b []byte) error {
+	r := uint32(c.e.rank)
+	if len(b) == 0 {
+		return c.send(peer, 0, r, nil)
+	}
+	for s := 0; s < len(b); s += c.e.o.segment {
+		if err := c.send(peer, uint64(len(b)), r, b[s:min(s+c.e.o.segment, len(b))]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recvBlock receives the block that peer sends this rank in an alltoallv.
@@ -124,4 +130,55 @@ func (c *coll) recvBlock(peer int) ([]byte, error) {
 			return blk, nil
 		}
 	}
+}
+
+// SendRecv implements Communicator.
+func (e *engine) SendRecv(send []byte, to, from int) ([]byte, error) {
+	c, err := e.begin(collSendRecv)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.sendRecv(send, to, from)
+	if err = c.end(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sendRecvArgs is the argument check of every backend; it says what is wrong, or
+// returns "".
+func sendRecvArgs(send []byte, to, from, rank, size int, limit int64) string {
+	switch {
+	case to < 0 || to >= size || from < 0 || from >= size:
+		return fmt.Sprintf("sendrecv to rank %d from rank %d outside [0, %d)", to, from, size)
+	case (to == rank) != (from == rank):
+		return fmt.Sprintf("sendrecv of rank %d to rank %d from rank %d: a rank sends to itself exactly when it receives from itself", rank, to, from)
+	case int64(len(send)) > limit:
+		return fmt.Sprintf("sendrecv of %d bytes exceeds the limit of %d (WithMaxMessage)", len(send), limit)
+	}
+	return ""
+}
+
+// sendRecv sends the block to its peer and receives the other peer's, as one step of the
+// pairwise exchange; frames carry the block's size and sender as in allToAllV.
+func (c *coll) sendRecv(send []byte, to, from int) ([]byte, error) {
+	e := c.e
+	if bad := sendRecvArgs(send, to, from, e.rank, e.size, e.o.maxMessage); bad != "" {
+		return nil, c.invalid("%s", bad)
+	}
+	if err := c.ready(); err != nil {
+		return nil, err
+	}
+	if to == e.rank {
+		return append(make([]byte, 0, len(send)), send...), nil
+	}
+	c.algo = algoPairwise
+	if err := c.sendBlock(to, send); err != nil {
+		return nil, err
+	}
+	blk, err := c.recvBlock(from)
+	if err != nil {
+		return nil, err
+	}
+	return blk, c.waitSends()
 }

@@ -164,3 +164,114 @@ func TestAllToAllVStats(t *testing.T) {
 		}
 	}
 }
+
+// checkSendRecv runs a sendrecv for every shift of the ranks, the self exchange included,
+// and compares what each rank received with what its from sent.
+func checkSendRecv(t *testing.T, comms []Communicator, n int) {
+	t.Helper()
+	P := len(comms)
+	got := make([][][]byte, P)
+	noErrors(t, runRanks(t, comms, 30*time.Second, func(r int, c Communicator) error {
+		for gap := range P {
+			out, err := c.SendRecv(exchangeData(r, (r+gap)%P, n), (r+gap)%P, (r-gap+P)%P)
+			if err != nil {
+				return err
+			}
+			got[r] = append(got[r], out)
+		}
+		return nil
+	}))
+	for r := range P {
+		for gap, out := range got[r] {
+			from := (r - gap + P) % P
+			if want := exchangeData(from, r, n); !bytes.Equal(out, want) || out == nil {
+				t.Fatalf("sendrecv n=%d, shift %d: rank %d got %d bytes from rank %d, want %d", n, gap, r, len(out), from, len(want))
+			}
+		}
+	}
+}
+
+func TestSendRecvMatchesReference(t *testing.T) {
+	checkGoroutines(t)
+	for _, be := range backends {
+		for _, v := range algorithmVariants {
+			for P := 1; P <= 5; P++ {
+				t.Run(fmt.Sprintf("%s/%s/P=%d", be.name, v.name, P), func(t *testing.T) {
+					comms := be.start(t, P, v.opts...)
+					for _, n := range []int{0, 1009, 70000} {
+						checkSendRecv(t, comms, n)
+					}
+					if s := comms[0].Stats().SendRecv; s.Calls != int64(3*P) {
+						t.Errorf("rank 0 counted %d sendrecvs, want %d", s.Calls, 3*P)
+					}
+				})
+			}
+		}
+	}
+}
+
+// sendRecvMisuse are the ways ranks can call a sendrecv wrongly, and what every rank's
+// error must then be.
+var sendRecvMisuse = []struct {
+	name    string
+	to      func(r int) (to, from int)
+	want    error
+	culprit int // -1: any
+	text    string
+}{
+	{"out of range", func(r int) (int, int) {
+		if r == 1 {
+			return 3, 0
+		}
+		return (r + 1) % 3, (r + 2) % 3
+	}, ErrInvalid, 1, "sendrecv to rank 3 from rank 0"},
+	{"self and other", func(r int) (int, int) {
+		if r == 2 {
+			return 2, 1
+		}
+		return (r + 1) % 3, (r + 2) % 3
+	}, ErrInvalid, 2, "to itself"},
+	{"peers that do not pair up", func(r int) (int, int) {
+		if r == 2 {
+			return 1, 1 // rank 1 receives from 0
+		}
+		return (r + 1) % 3, (r + 2) % 3
+	}, ErrMismatch, -1, ""},
+}
+
+func TestSendRecvMisuse(t *testing.T) {
+	checkGoroutines(t)
+	for _, be := range backends {
+		for _, tc := range sendRecvMisuse {
+			t.Run(be.name+"/"+tc.name, func(t *testing.T) {
+				comms := be.start(t, 3, WithTimeout(5*time.Second))
+				errs := runRanks(t, comms, 20*time.Second, func(r int, c Communicator) error {
+					to, from := tc.to(r)
+					return misuse(c, to, from)
+				})
+				checkMisuse(t, errs, tc.want, tc.culprit, tc.text)
+			})
+		}
+	}
+}
+
+// misuse runs a sendrecv and, if this rank got its data before the others found the
+// fault (a rank learns of a failure when it next needs data), the barrier after it.
+func misuse(c Communicator, to, from int) error {
+	if _, err := c.SendRecv([]byte{byte(c.Rank())}, to, from); err != nil {
+		return err
+	}
+	return c.Barrier()
+}
+
+func checkMisuse(t *testing.T, errs []error, want error, culprit int, text string) {
+	t.Helper()
+	for r, err := range errs {
+		if culprit >= 0 {
+			wantPeerError(t, r, err, culprit, text)
+		}
+		if !errors.Is(err, want) {
+			t.Errorf("rank %d: %v, want %v", r, err, want)
+		}
+	}
+}

@@ -89,6 +89,15 @@ type Communicator interface {
 	// AllToAllVAsync starts an AllToAllV; send must not be modified until Wait returns.
 	AllToAllVAsync(send [][]byte) GatherHandle
 
+	// SendRecv sends send to rank to and returns what rank from sent this one: one
+	// round of a point-to-point exchange in which every rank both sends and receives,
+	// as a reduce-scatter's rounds do. The ranks' to must form a permutation whose
+	// inverse is their from: rank to must name this rank as its from. A rank may send
+	// to itself (to and from both its own rank). Lengths may differ. The result is newly
+	// allocated and owned by the caller. Each round needs the one before, so it has no
+	// asynchronous form.
+	SendRecv(send []byte, to, from int) ([]byte, error)
+
 	// Broadcast copies root's buf into every other rank's buf; all ranks pass buffers
 	// of the same length.
 	Broadcast(buf []byte, root int) error
@@ -123,6 +132,7 @@ type Stats struct {
 	AllReduce  OpStats
 	AllGatherV OpStats
 	AllToAllV  OpStats
+	SendRecv   OpStats
 	Broadcast  OpStats
 	Barrier    OpStats
 	// Busy is the time during which at least one collective was in flight on this rank:
@@ -155,6 +165,7 @@ func (s Stats) Sub(t Stats) Stats {
 		AllReduce:        s.AllReduce.sub(t.AllReduce),
 		AllGatherV:       s.AllGatherV.sub(t.AllGatherV),
 		AllToAllV:        s.AllToAllV.sub(t.AllToAllV),
+		SendRecv:         s.SendRecv.sub(t.SendRecv),
 		Broadcast:        s.Broadcast.sub(t.Broadcast),
 		Barrier:          s.Barrier.sub(t.Barrier),
 		Busy:             s.Busy - t.Busy,
@@ -163,7 +174,7 @@ func (s Stats) Sub(t Stats) Stats {
 
 // CommTime is the summed time of all collectives.
 func (s Stats) CommTime() time.Duration {
-	return s.AllReduce.Time + s.AllGatherV.Time + s.AllToAllV.Time + s.Broadcast.Time + s.Barrier.Time
+	return s.AllReduce.Time + s.AllGatherV.Time + s.AllToAllV.Time + s.SendRecv.Time + s.Broadcast.Time + s.Barrier.Time
 }
 
 func (o OpStats) sub(p OpStats) OpStats {

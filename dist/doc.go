@@ -1,5 +1,5 @@
 // Package dist owns what processes of a data-parallel job share: the collectives
-// (AllReduce, AllGatherV, AllToAllV, Broadcast, Barrier) behind the Communicator interface, their
+// (AllReduce, AllGatherV, AllToAllV, SendRecv, Broadcast, Barrier) behind the Communicator interface, their
 // backends (TCP, the default, also across machines, with shared memory between the ranks
 // of a job on one machine; in-process, for tests), link emulation (bandwidth and latency
 // per link) and the detection of failed or silent peers. It imports nothing else from
@@ -27,7 +27,7 @@
 // binomial tree up to 64 KiB and a pipelined chain above. AllGatherV is a ring in which
 // every block carries its size, checked against a limit before anything is allocated.
 // AllToAllV is the pairwise exchange: P-1 steps, in step i each rank sends its block to
-// rank r+i and receives rank r-i's. Barrier is a dissemination barrier. The ring and chain keep one outgoing link per rank
+// rank r+i and receives rank r-i's; SendRecv is one such step, with peers the caller names. Barrier is a dissemination barrier. The ring and chain keep one outgoing link per rank
 // busy, so on shaped links their time follows the usual cost model (alpha-beta, one NIC
 // per node). WithSmallThreshold and WithSegmentSize tune the choices.
 //
@@ -107,7 +107,7 @@
 // buffer streams through the slots a chunk per step, each rank summing a P-th of the
 // chunk into a shared result area a step later, which everyone copies out. Every element
 // is summed in rank order, once or by every rank with the same operands, so results are
-// bit-identical. AllGatherV, AllToAllV and Broadcast stream blocks through the slots. The first step
+// bit-identical. AllGatherV, AllToAllV, SendRecv and Broadcast stream blocks through the slots. The first step
 // of each collective carries a descriptor (kind, op, length, root) that every rank
 // checks, so mismatched collectives fail on every rank with ErrMismatch. Collectives run
 // one at a time, in issue order; an async collective runs once the previous one ended.

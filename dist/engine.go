@@ -72,7 +72,7 @@ func (s *statCounters) snapshot() Stats {
 		BytesSent: s.sent.Load(), BytesRecv: s.recv.Load(),
 		FramesSent: s.framesSent.Load(), FramesRecv: s.framesRecv.Load(),
 		ControlBytesSent: s.ctlSent.Load(), ControlBytesRecv: s.ctlRecv.Load(),
-		AllReduce: op(collAllReduce), AllGatherV: op(collAllGatherV), AllToAllV: op(collAllToAllV),
+		AllReduce: op(collAllReduce), AllGatherV: op(collAllGatherV), AllToAllV: op(collAllToAllV), SendRecv: op(collSendRecv),
 		Broadcast: op(collBroadcast), Barrier: op(collBarrier),
 		Busy: s.busy.busy(time.Now()),
 	}

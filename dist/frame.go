@@ -58,6 +58,7 @@ const (
 	collBroadcast
 	collBarrier
 	collAllToAllV
+	collSendRecv
 	numColl
 )
 
@@ -73,6 +74,8 @@ func (k collKind) String() string {
 		return "barrier"
 	case collAllToAllV:
 		return "alltoallv"
+	case collSendRecv:
+		return "sendrecv"
 	}
 	return fmt.Sprintf("collective %d", uint8(k))
 }
@@ -189,6 +192,8 @@ func describe(coll uint8, a algo, arg uint64, arg2 uint32) string {
 		return fmt.Sprintf("barrier(%v)", a)
 	case collAllToAllV:
 		return fmt.Sprintf("alltoallv(%v)", a)
+	case collSendRecv:
+		return fmt.Sprintf("sendrecv(%v)", a)
 	}
 	return k.String()
 }

@@ -312,6 +312,23 @@ func (m *mpiComm) AllToAllVAsync(send [][]byte) GatherHandle {
 	return gatherHandle{m.issue(o)}
 }
 
+// SendRecv implements Communicator. The descriptor carries to as its root and from in its
+// first extra word, so that every rank checks that the peers pair up.
+func (m *mpiComm) SendRecv(send []byte, to, from int) ([]byte, error) {
+	o := &mpiOp{kind: collSendRecv, buf: send}
+	o.describe(newDesc(collSendRecv, 0, len(send), to, m.size), m.size)
+	o.desc[descWords] = int64(from)
+	if sendRecvArgs(send, to, from, m.rank, m.size, maxCount) != "" {
+		o.desc[3] = int64(invalidPeers)
+		o.desc[1] = int64(from) // for the message: from in the length word
+	}
+	out, err := gatherHandle{m.issue(o)}.Wait()
+	if err != nil {
+		return nil, err
+	}
+	return out[from], nil
+}
+
 // Broadcast implements Communicator.
 func (m *mpiComm) Broadcast(buf []byte, root int) error { return m.BroadcastAsync(buf, root).Wait() }
 
@@ -662,7 +679,31 @@ func (m *mpiComm) start(o *mpiOp, descs []mpiDesc) {
 			m.data, &req), "MPI_Iallgatherv")
 
 	case collAllToAllV:
-		if !m.startAllToAllV(o, descs, &req) {
+		w := descWidth(P)
+		if !m.startAllToAllV(o, func(from, to int) int64 { return o.desc[w+from*w+descWords+to] }, &req) {
+			return
+		}
+
+	case collSendRecv:
+		// Under MPI a sendrecv is an alltoallv in which every rank has one block.
+		w := descWidth(P)
+		for q, d := range descs {
+			to := int(d.root)
+			if from := int(o.desc[w+to*w+descWords]); from != q {
+				m.fail(fault{rank: q, reporter: m.rank, cause: mismatchErr("sendrecv to rank %d, which receives from rank %d", to, from)}, o.seq)
+				m.finish(o, m.faultError(o))
+				return
+			}
+		}
+		o.blocks = make([][]byte, P)
+		o.blocks[descs[m.rank].root] = o.buf
+		size := func(from, to int) int64 {
+			if int64(to) == descs[from].root {
+				return descs[from].length
+			}
+			return 0
+		}
+		if !m.startAllToAllV(o, size, &req) {
 			return
 		}
 	}
@@ -674,12 +715,15 @@ func (m *mpiComm) start(o *mpiOp, descs []mpiDesc) {
 // startAllToAllV starts o's MPI_Ialltoallv, or finishes o when nothing moves or the
 // sizes overflow MPI's counts; it reports whether a request is in flight. The sizes come
 // from the descriptors, which every rank holds alike, so every rank decides alike.
-func (m *mpiComm) startAllToAllV(o *mpiOp, descs []mpiDesc, req *C.MPI_Request) bool {
-	P, r, w := m.size, m.rank, descWidth(m.size)
-	size := func(from, to int) int64 { return o.desc[w+from*w+descWords+to] }
+func (m *mpiComm) startAllToAllV(o *mpiOp, size func(from, to int) int64, req *C.MPI_Request) bool {
+	P, r := m.size, m.rank
+	var moved int64 // by every rank, so that every rank decides alike whether to call MPI
 	for q := range P {
 		var in int64
 		for p := range P {
+			if p != q {
+				moved += size(p, q)
+			}
 			if in += size(p, q); in > maxCount {
 				f := fault{rank: p, reporter: r, cause: fmt.Errorf(
 					"%w: alltoallv: rank %d's %d bytes bring rank %d's receipt over the MPI count limit of %d", ErrInvalid, p, size(p, q), q, maxCount)}
@@ -690,44 +734,51 @@ func (m *mpiComm) startAllToAllV(o *mpiOp, descs []mpiDesc, req *C.MPI_Request) 
 		}
 	}
 	// The caller's blocks are packed into one send buffer (MPI wants one, with
-	// displacements), and the result is one allocation cut into capped blocks.
+	// displacements), and the result is one allocation cut into capped blocks. Each rank
+	// also sends itself one byte more than its block: Open MPI's nonblocking alltoallv
+	// returns at once on a rank whose counts are all zero, without taking its turn among
+	// the communicator's collectives, and the next one then never matches.
 	o.counts = make([]C.int, 4*P)
+	pad := func(q int) int64 {
+		if q == r {
+			return 1
+		}
+		return 0
+	}
 	var sendTotal, recvTotal int64
 	for q, b := range o.blocks {
-		o.counts[q], o.counts[P+q] = C.int(len(b)), C.int(sendTotal)
-		sendTotal += int64(len(b))
+		n := int64(len(b)) + pad(q)
+		o.counts[q], o.counts[P+q] = C.int(n), C.int(sendTotal)
+		sendTotal += n
 	}
 	o.buf = make([]byte, 0, sendTotal)
-	for _, b := range o.blocks {
+	for q, b := range o.blocks {
 		o.buf = append(o.buf, b...)
+		if q == r {
+			o.buf = append(o.buf, 0)
+		}
 	}
 	o.out = make([][]byte, P)
 	lengths := make([]int64, P)
 	for p := range P {
 		lengths[p] = size(p, r)
-		o.counts[2*P+p], o.counts[3*P+p] = C.int(lengths[p]), C.int(recvTotal)
-		recvTotal += lengths[p]
+		o.counts[2*P+p], o.counts[3*P+p] = C.int(lengths[p]+pad(p)), C.int(recvTotal)
+		recvTotal += lengths[p] + pad(p)
 	}
 	all := make([]byte, recvTotal)
 	for p, off := 0, int64(0); p < P; p++ {
 		o.out[p] = all[off : off+lengths[p] : off+lengths[p]]
-		off += lengths[p]
+		off += lengths[p] + pad(p)
 	}
-	if P == 1 || sendTotal+recvTotal == 0 {
+	if P == 1 || moved == 0 {
 		copy(o.out[r], o.blocks[r])
 		m.finish(o, nil)
 		return false
 	}
-	o.sent, o.recv = sendTotal-int64(len(o.blocks[r])), recvTotal-lengths[r]
-	var send, recv unsafe.Pointer
-	if sendTotal > 0 {
-		send = unsafe.Pointer(&o.buf[0])
-		o.pin.Pin(send)
-	}
-	if recvTotal > 0 {
-		recv = unsafe.Pointer(&all[0])
-		o.pin.Pin(recv)
-	}
+	o.sent, o.recv = sendTotal-int64(len(o.blocks[r]))-1, recvTotal-lengths[r]-1
+	send, recv := unsafe.Pointer(&o.buf[0]), unsafe.Pointer(&all[0])
+	o.pin.Pin(send)
+	o.pin.Pin(recv)
 	o.pin.Pin(&o.counts[0])
 	m.check(C.ssf_ialltoallv_bytes(send, &o.counts[0], &o.counts[P], recv, &o.counts[2*P], &o.counts[3*P], m.data, req),
 		"MPI_Ialltoallv")

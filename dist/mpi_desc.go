@@ -41,6 +41,7 @@ const (
 	invalidRoot
 	invalidLength
 	invalidBlocks
+	invalidPeers
 )
 
 func (d mpiDesc) kind() collKind { return collKind(d.code & 0xff) }
@@ -86,7 +87,7 @@ func (d mpiDesc) String() string {
 		return fmt.Sprintf("allreduce (%v) of %d floats", d.op(), d.length)
 	case collBroadcast:
 		return fmt.Sprintf("broadcast of %d bytes from root %d", d.length, d.root)
-	case collAllGatherV, collAllToAllV, collBarrier:
+	case collAllGatherV, collAllToAllV, collSendRecv, collBarrier:
 		return d.kind().String()
 	}
 	return fmt.Sprintf("collective code %#x", d.code)
@@ -99,6 +100,8 @@ func (d mpiDesc) invalidText(size int) string {
 		return fmt.Sprintf("allreduce op %v is neither Sum nor Average", d.op())
 	case invalidRoot:
 		return fmt.Sprintf("broadcast root %d outside [0, %d)", d.root, size)
+	case invalidPeers:
+		return fmt.Sprintf("sendrecv to rank %d from rank %d: out of [0, %d), or to itself but not from itself", d.root, d.length, size)
 	case invalidBlocks:
 		return fmt.Sprintf("alltoallv with %d blocks for %d ranks", d.root, size)
 	case invalidLength:

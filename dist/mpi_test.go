@@ -287,6 +287,45 @@ func TestMPI(t *testing.T) {
 		}
 	})
 
+	t.Run("AllToAllVWithoutRankZero", func(t *testing.T) {
+		// Rank 0 neither sends nor receives, the others exchange: every rank must still
+		// take part in the same MPI collectives.
+		send := make([][]byte, P)
+		for q := 1; q < P && me > 0; q++ {
+			send[q] = []byte{byte(me), byte(q)}
+		}
+		got, err := c.AllToAllV(send)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q := range P {
+			want := []byte{byte(q), byte(me)}
+			if q == 0 || me == 0 {
+				want = []byte{}
+			}
+			if !bytes.Equal(got[q], want) {
+				t.Errorf("block from rank %d: %v, want %v", q, got[q], want)
+			}
+		}
+		if err := c.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("SendRecv", func(t *testing.T) {
+		for gap := range P {
+			to, from := (me+gap)%P, (me-gap+P)%P
+			for _, n := range []int{0, 1009, 1 << 20} {
+				got, err := c.SendRecv(exchangeData(me, to, n), to, from)
+				if err != nil {
+					t.Errorf("sendrecv shift %d n=%d: %v", gap, n, err)
+				} else if want := exchangeData(from, me, n); !bytes.Equal(got, want) || got == nil {
+					t.Errorf("sendrecv shift %d n=%d: %d bytes from rank %d, want %d", gap, n, len(got), from, len(want))
+				}
+			}
+		}
+	})
+
 	t.Run("Barrier", func(t *testing.T) {
 		// Rank r enters r steps late; nobody may leave before the last one entered.
 		const step = 100 * time.Millisecond
@@ -554,6 +593,8 @@ func TestMPIAgree(t *testing.T) {
 		{"alltoallv blocks", []mpiDesc{a2a(1), {code: int64(collAllToAllV), root: 4, invalid: int64(invalidBlocks)}, a2a(1)}, 1, ErrInvalid,
 			"alltoallv with 4 blocks for 3 ranks"},
 		{"alltoallv kind", []mpiDesc{a2a(1), ag(1), a2a(1)}, 1, ErrMismatch, "issued allgatherv where rank 0 issued alltoallv"},
+		{"sendrecv peers", []mpiDesc{a2a(1), {code: int64(collSendRecv), root: 5, length: 0, invalid: int64(invalidPeers)}, a2a(1)}, 1, ErrInvalid,
+			"sendrecv to rank 5 from rank 0"},
 		{"too long", []mpiDesc{ag(1), ag(maxCount + 1), ag(1)}, 1, ErrInvalid, "exceeds the MPI count limit"},
 		{"total too long", []mpiDesc{ag(maxCount / 2), ag(maxCount / 2), ag(2)}, 2, ErrInvalid,
 			"rank 2's 2 bytes bring the total over"},

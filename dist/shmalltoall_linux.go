@@ -110,3 +110,69 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte) ([][]byte, error) {
 		}
 	}
 }
+
+// SendRecv implements Communicator.
+func (s *shmComm) SendRecv(send []byte, to, from int) ([]byte, error) {
+	o, err := s.begin(collSendRecv)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	err = s.run(o, func(o *shmOp) (err error) { out, err = s.sendRecv(o, send, to, from); return err })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sendRecv streams each rank's block through its slot, a chunk per step, for as many
+// steps as the largest block needs. The first step's descriptors carry every rank's size
+// and peers (root holds to, and from << 16), so that every rank checks that the peers
+// pair up and reaches the same verdict.
+func (s *shmComm) sendRecv(o *shmOp, send []byte, to, from int) ([]byte, error) {
+	P, r := s.size, s.rank
+	if bad := sendRecvArgs(send, to, from, r, P, s.e.o.maxMessage); bad != "" {
+		return nil, s.invalid("%s", bad)
+	}
+	C := s.seg.chunk
+	put := func(off int) {
+		if to != r && off < len(send) {
+			copy(s.seg.slot(r, s.nextParity()), send[off:])
+		}
+	}
+	put(0)
+	if err := s.first(o, shmDesc{size: uint64(len(send)), root: uint32(to) | uint32(from)<<16}); err != nil {
+		return nil, err
+	}
+	steps := 1
+	for q := range P {
+		d := s.seg.desc(q, s.step&1)
+		if qTo := int(d.root & 0xffff); qTo >= P || int(s.seg.desc(qTo, s.step&1).root>>16) != q {
+			s.fail(fault{rank: q, reporter: r, cause: mismatchErr("sendrecv to rank %d, which does not receive from it", qTo)})
+			return nil, errAborted
+		}
+		if d.size > uint64(s.e.o.maxMessage) {
+			s.fail(fault{rank: q, reporter: r, cause: protocolErr("sendrecv block of %d bytes exceeds the limit of %d", d.size, s.e.o.maxMessage)})
+			return nil, errAborted
+		}
+		steps = max(steps, (int(d.size)+C-1)/C)
+	}
+	out := make([]byte, s.seg.desc(from, s.step&1).size)
+	if to == r {
+		copy(out, send)
+	} else {
+		o.sent, o.recv = int64(len(send)), int64(len(out))
+	}
+	for k := 0; ; k++ {
+		if off := k * C; from != r && off < len(out) {
+			copy(out[off:], s.seg.slot(from, s.step&1))
+		}
+		if k+1 == steps {
+			return out, nil
+		}
+		put((k + 1) * C)
+		if _, err := s.sync(); err != nil {
+			return nil, err
+		}
+	}
+}

@@ -55,3 +55,28 @@ func TestShmAllToAllVSlotsTooSmall(t *testing.T) {
 		}
 	}
 }
+
+func TestShmSendRecv(t *testing.T) {
+	checkGoroutines(t)
+	for _, chunk := range []int{shmChunk, 256} {
+		for P := 2; P <= 5; P++ {
+			t.Run(fmt.Sprintf("chunk=%d/P=%d", chunk, P), func(t *testing.T) {
+				withShmGeometry(t, chunk, shmSmall)
+				comms := startShm(t, P)
+				for _, n := range []int{0, 63, 1009, 70000} {
+					checkSendRecv(t, comms, n)
+				}
+			})
+		}
+	}
+	for _, tc := range sendRecvMisuse {
+		t.Run(tc.name, func(t *testing.T) {
+			comms := startShm(t, 3)
+			errs := runRanks(t, comms, 20*time.Second, func(r int, c Communicator) error {
+				to, from := tc.to(r)
+				return misuse(c, to, from)
+			})
+			checkMisuse(t, errs, tc.want, tc.culprit, tc.text)
+		})
+	}
+}

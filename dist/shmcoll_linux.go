@@ -110,12 +110,17 @@ func (s *shmComm) first(o *shmOp, d shmDesc) error {
 	return nil
 }
 
-// sameCollective compares descriptors; an allgatherv's size is its own rank's.
+// sameCollective compares descriptors; an allgatherv's or a sendrecv's size (and a
+// sendrecv's peers) are its own rank's.
 func sameCollective(a, b shmDesc) bool {
 	if a.seq != b.seq || a.kind != b.kind {
 		return false
 	}
-	return collKind(a.kind&0xff) == collAllGatherV || (a.size == b.size && a.root == b.root)
+	switch collKind(a.kind & 0xff) {
+	case collAllGatherV, collSendRecv:
+		return true
+	}
+	return a.size == b.size && a.root == b.root
 }
 
 func describeShm(d shmDesc) string {

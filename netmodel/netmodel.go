@@ -299,6 +299,31 @@ func (n Network) AllToAllV(size int, sent []int) time.Duration {
 	return netDuration(inter*(n.Inter.Alpha+block*n.Inter.Beta) + intra*(n.Intra.Alpha+block*n.Intra.Beta))
 }
 
+// SendRecv is the time of one round of a point-to-point exchange in which rank r sends
+// bytes[r] to one other rank, all at once: a start-up and the largest message. The
+// messages are taken to cross the inter-node link unless the job fits on one node. It
+// panics if len(bytes) != size or a size is negative.
+func (n Network) SendRecv(size int, bytes []int) time.Duration {
+	if len(bytes) != size {
+		panic(fmt.Sprintf("netmodel: Network.SendRecv: %d sizes for %d ranks", len(bytes), size))
+	}
+	most := 0
+	for r, b := range bytes {
+		if b < 0 {
+			panic(fmt.Sprintf("netmodel: Network.SendRecv: rank %d sends %d bytes", r, b))
+		}
+		most = max(most, b)
+	}
+	if size <= 1 {
+		return 0
+	}
+	l := n.Inter
+	if g, nodes, _ := n.netLayout(size); g > 1 && nodes == 1 {
+		l = n.Intra
+	}
+	return netDuration(l.Alpha + float64(most)*l.Beta)
+}
+
 // Broadcast is the time of a broadcast of bytes from one rank to the size-1 others.
 func (n Network) Broadcast(size, bytes int) time.Duration {
 	if size <= 1 || bytes <= 0 {

@@ -122,6 +122,26 @@ func TestNetworkAllToAllV(t *testing.T) {
 	}
 }
 
+func TestNetworkSendRecv(t *testing.T) {
+	a, b := tenGbit.Alpha, tenGbit.Beta
+	intra := Link{Alpha: 1e-6, Beta: 1e-11}
+	for _, c := range []struct {
+		n     Network
+		size  int
+		bytes []int
+		want  time.Duration
+	}{
+		{Network{Inter: tenGbit}, 3, []int{10, 5000, 0}, netSec(a + 5000*b)},
+		{Network{Inter: tenGbit}, 1, []int{10}, 0},
+		{Network{Inter: tenGbit, Intra: intra, PerNode: 4}, 4, []int{1, 2, 3, 4000}, netSec(intra.Alpha + 4000*intra.Beta)},
+		{Network{Inter: tenGbit, Intra: intra, PerNode: 4}, 8, netEqual(8, 4000), netSec(a + 4000*b)},
+	} {
+		if got := c.n.SendRecv(c.size, c.bytes); !netNear(got, c.want) {
+			t.Errorf("%v: SendRecv(%d, %v) = %v, want %v", c.n, c.size, c.bytes, got, c.want)
+		}
+	}
+}
+
 func TestNetworkAllGatherVPanics(t *testing.T) {
 	for _, c := range []struct {
 		size  int

@@ -30,6 +30,8 @@ type CostModel interface {
 	AllGatherV(size int, bytes []int) time.Duration
 	// AllToAllV in which rank r sends sent[r] bytes in all to the others; len(sent) == size.
 	AllToAllV(size int, sent []int) time.Duration
+	// SendRecv in which rank r sends bytes[r] to one other rank; len(bytes) == size.
+	SendRecv(size int, bytes []int) time.Duration
 	// Broadcast of bytes from one rank to the others.
 	Broadcast(size, bytes int) time.Duration
 	// Barrier of size ranks.
@@ -62,6 +64,15 @@ func NewSimRank(size int, model CostModel, clock *VirtualClock) dist.Communicato
 		panic(fmt.Sprintf("sim: NewSimRank(%d): size must be at least 1", size))
 	}
 	return &simComm{net: newSimNet(size, 1, model), clock: clock}
+}
+
+// An Exchanger is a pipeline whose SendRecv messages depend on the rank that sends them
+// (SparDL's reduce-scatter, in which each rank holds its own blocks). A lone rank standing
+// for identical ranks asks it what its from would send it.
+type Exchanger interface {
+	// ExchangeMessage returns what rank from would send this rank in the current
+	// SendRecv, given own, what this rank sends. It must not modify own.
+	ExchangeMessage(own []byte, from int) []byte
 }
 
 // A Mirrorer is a pipeline whose allgather messages depend on the rank that sends them
@@ -148,8 +159,9 @@ type simComm struct {
 	// network runs collectives one at a time, so they end in issue order, and each adds
 	// the part of its interval past the end of the one before.
 	covered time.Duration
-	mirror  func(own []byte, rank int) []byte
-	closed  bool
+	mirror   func(own []byte, rank int) []byte
+	exchange func(own []byte, from int) []byte
+	closed   bool
 }
 
 // Clock implements dist.Clocked.
@@ -160,6 +172,14 @@ func (s *simComm) Rank() int { return s.rank }
 
 // Size implements dist.Communicator.
 func (s *simComm) Size() int { return s.net.size }
+
+// setExchange makes a lone rank's SendRecv return exchange(own, from); ranks that move
+// real data ignore it.
+func (s *simComm) setExchange(exchange func(own []byte, from int) []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.exchange = exchange
+}
 
 // setMirror makes a lone rank's AllGatherV return mirror(own, r) as rank r's message;
 // ranks that move real data ignore it.
@@ -298,6 +318,49 @@ func (s *simComm) AllToAllVAsync(send [][]byte) dist.GatherHandle {
 		h.gather = s.inner.AllToAllVAsync(send)
 	}
 	return simGather{h}
+}
+
+// SendRecv implements dist.Communicator. A lone rank receives from its from what it
+// would send there itself unless the pipeline is an Exchanger, whose answer Simulate
+// installs: identical ranks differ in what they hold for each other.
+func (s *simComm) SendRecv(send []byte, to, from int) ([]byte, error) {
+	size := s.net.size
+	if to < 0 || to >= size || from < 0 || from >= size {
+		return nil, fmt.Errorf("sim: sendrecv to rank %d from rank %d outside [0, %d): %w", to, from, size, dist.ErrInvalid)
+	}
+	sent := 0
+	if to != s.rank {
+		sent = len(send)
+	}
+	var out []byte
+	var sizes []int
+	if s.inner == nil {
+		s.mu.Lock()
+		exchange := s.exchange
+		s.mu.Unlock()
+		out = slices.Clone(send)
+		if exchange != nil && from != s.rank {
+			out = exchange(send, from)
+		}
+		// Identical ranks send as much as this one, but a mirrored answer tells what the
+		// busiest sender sends.
+		sizes = make([]int, size)
+		for r := range sizes {
+			sizes[r] = max(sent, len(out))
+		}
+	}
+	c, at, err := s.start(&s.stats.SendRecv, sent, sent, sizes, func(b []int) time.Duration { return s.net.model.SendRecv(size, b) })
+	if err != nil {
+		return nil, err
+	}
+	if s.inner != nil {
+		if out, err = s.inner.SendRecv(send, to, from); err != nil {
+			return nil, err
+		}
+	}
+	h := &simHandle{s: s, c: c, at: at, op: &s.stats.SendRecv}
+	h.finish()
+	return out, nil
 }
 
 // Broadcast implements dist.Communicator.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,9 @@ func (fixedCost) AllToAllV(size int, sent []int) time.Duration {
 		most = max(most, b)
 	}
 	return 5*time.Millisecond + time.Duration(most)
+}
+func (fixedCost) SendRecv(size int, bytes []int) time.Duration {
+	return 6*time.Millisecond + time.Duration(slices.Max(bytes))
 }
 func (fixedCost) Broadcast(size, bytes int) time.Duration { return 3 * time.Millisecond }
 func (fixedCost) Barrier(size int) time.Duration          { return 4 * time.Millisecond }
@@ -149,6 +153,47 @@ func TestSimAllToAllV(t *testing.T) {
 	}
 	if _, err := lone.AllToAllV(make([][]byte, 3)); !errors.Is(err, dist.ErrInvalid) {
 		t.Errorf("3 blocks for 4 ranks: %v, want ErrInvalid", err)
+	}
+}
+
+// TestSimSendRecv: real ranks exchange real blocks and pay for the largest; a lone rank
+// gets its own block back, or what its Exchanger says its peer would send.
+func TestSimSendRecv(t *testing.T) {
+	clock := NewVirtualClock(nil)
+	comms := NewSim(3, fixedCost{}, clock)
+	got := make([][]byte, 3)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() {
+			defer c.Close()
+			out, err := c.SendRecv(bytes.Repeat([]byte{byte(r)}, 100*(r+1)), (r+1)%3, (r+2)%3)
+			if err != nil {
+				t.Error(err)
+			}
+			got[r] = out
+			if at := clock.Elapsed(); at != 6*time.Millisecond+300 {
+				t.Errorf("rank %d ends at %v, want 6ms + 300ns", r, at)
+			}
+		})
+	}
+	wg.Wait()
+	for r := range 3 {
+		from := (r + 2) % 3
+		if len(got[r]) != 100*(from+1) || got[r][0] != byte(from) {
+			t.Errorf("rank %d got %d bytes of %v from rank %d", r, len(got[r]), got[r][:1], from)
+		}
+	}
+
+	lone := NewSimRank(4, fixedCost{}, NewVirtualClock(nil)).(*simComm)
+	if out, err := lone.SendRecv([]byte("mine"), 1, 3); err != nil || string(out) != "mine" {
+		t.Errorf("lone rank: %q, %v", out, err)
+	}
+	lone.setExchange(func(own []byte, from int) []byte { return append(bytes.Clone(own), byte('0'+from)) })
+	if out, _ := lone.SendRecv([]byte("x"), 1, 3); string(out) != "x3" {
+		t.Errorf("lone rank with an exchange: %q", out)
+	}
+	if _, err := lone.SendRecv(nil, 4, 0); !errors.Is(err, dist.ErrInvalid) {
+		t.Errorf("sendrecv to rank 4 of 4: %v, want ErrInvalid", err)
 	}
 }
 

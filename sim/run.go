@@ -197,6 +197,11 @@ func (rk *rankRun) run(ctx context.Context, steps int) ([]stepRecord, error) {
 		return nil, fmt.Errorf("sim: building the pipeline: %w", err)
 	}
 	defer pipe.Close()
+	if x, ok := pipe.(Exchanger); ok && !rk.job.Real {
+		if lone, ok := rk.comm.(*simComm); ok {
+			lone.setExchange(x.ExchangeMessage)
+		}
+	}
 	if m, ok := pipe.(Mirrorer); ok && !rk.job.Real {
 		if lone, ok := rk.comm.(*simComm); ok {
 			lone.setMirror(m.MirrorMessage)

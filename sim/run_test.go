@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ func (c flatCost) AllToAllV(size int, sent []int) time.Duration {
 		most = max(most, b)
 	}
 	return c.alpha + time.Duration(most)*c.beta
+}
+func (c flatCost) SendRecv(size int, bytes []int) time.Duration {
+	return c.alpha + time.Duration(slices.Max(bytes))*c.beta
 }
 func (c flatCost) Broadcast(size, bytes int) time.Duration { return c.alpha }
 func (c flatCost) Barrier(size int) time.Duration          { return c.alpha }
