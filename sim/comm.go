@@ -158,7 +158,7 @@ type simComm struct {
 	// covered is the virtual time up to which Stats.Busy has counted: the simulated
 	// network runs collectives one at a time, so they end in issue order, and each adds
 	// the part of its interval past the end of the one before.
-	covered time.Duration
+	covered  time.Duration
 	mirror   func(own []byte, rank int) []byte
 	exchange func(own []byte, from int) []byte
 	closed   bool
