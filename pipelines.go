@@ -57,6 +57,9 @@ var pipelines = map[string]newPipeline{
 	"oktopk": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewOkTopk(comm, tensors, sparseConfig(cfg))
 	},
+	"spardl": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewSparDL(comm, tensors, sparseConfig(cfg))
+	},
 	"cupcake": func(cfg *trainer.Config, net *netmodel.Network, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewCupcake(comm, tensors, sparseConfig(cfg), 0)
 	},

@@ -29,7 +29,7 @@ func TestSimulatorPredictsMeasuredRuns(t *testing.T) {
 	const tolerance = 0.15
 	selection := sim.DefaultSelectionModel()
 	for _, workers := range []int{2, 4} {
-		for _, name := range []string{"dense", "pertensor", "multitensor", "ssfusion", "safusion", "exdyna", "omgs", "cupcake", "powersgd", "oktopk"} {
+		for _, name := range []string{"dense", "pertensor", "multitensor", "ssfusion", "safusion", "exdyna", "omgs", "cupcake", "powersgd", "oktopk", "spardl"} {
 			var row sim.ValidationRow
 			for attempt := range 2 {
 				row = measureAndPredict(t, name, workers, selection)

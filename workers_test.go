@@ -90,7 +90,7 @@ func TestBackendErrors(t *testing.T) {
 // Every registered pipeline must leave all ranks with bit-identical parameters after every
 // step, and report what it sent. On the MLP, whose biases have small gradients next to its
 // weight matrices, the pipelines that select by one threshold over many tensors
-// (multi-tensor, OMGS-SGD, Cupcake, ExDyna, Ok-Topk) miss tensors; those that select in every tensor never do.
+// (multi-tensor, OMGS-SGD, Cupcake, ExDyna, Ok-Topk, SparDL) miss tensors; those that select in every tensor never do.
 func TestEveryPipelineKeepsRanksIdentical(t *testing.T) {
 	for _, name := range sortedKeys(pipelines) {
 		t.Run(name, func(t *testing.T) {
@@ -122,8 +122,8 @@ func TestEveryPipelineKeepsRanksIdentical(t *testing.T) {
 				t.Errorf("sent %g bytes per step, dense would send %g", *s.Traffic.BytesSentPerStep, *s.Traffic.DenseBytesPerStep)
 			}
 			// The pipelines that select once over several tensors miss some: multi-tensor,
-			// OMGS-SGD and Cupcake, whose groups hold several tensors, ExDyna and Ok-Topk.
-			if missing := *sp.TensorsMissingPerStep; slices.Contains([]string{"multitensor", "omgs", "cupcake", "exdyna", "oktopk"}, name) != (missing > 0) {
+			// OMGS-SGD and Cupcake, whose groups hold several tensors, ExDyna, Ok-Topk and SparDL.
+			if missing := *sp.TensorsMissingPerStep; slices.Contains([]string{"multitensor", "omgs", "cupcake", "exdyna", "oktopk", "spardl"}, name) != (missing > 0) {
 				t.Errorf("%g tensors missing per step", missing)
 			}
 			// ExDyna's figures of its own reach the summary as means over the steps.

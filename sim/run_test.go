@@ -79,6 +79,9 @@ var factories = map[string]Factory{
 	"oktopk": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewOkTopk(c, t, sparse)
 	},
+	"spardl": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewSparDL(c, t, sparse)
+	},
 }
 
 func TestDenseStepTimeByHand(t *testing.T) {
