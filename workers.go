@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 
@@ -216,9 +217,40 @@ func runMPIWorker(ctx context.Context, cfg trainer.Config) error {
 // trainAs trains as comm's rank; rank 0 logs and writes the results.
 func trainAs(ctx context.Context, cfg trainer.Config, comm dist.Communicator) error {
 	defer comm.Close()
+	stop, err := startCPUProfile(comm.Rank())
+	if err != nil {
+		return err
+	}
+	defer stop()
 	cfg.Workers = comm.Size()
-	_, err := trainer.Run(ctx, cfg, options(cfg, comm, comm.Rank() == 0))
+	_, err = trainer.Run(ctx, cfg, options(cfg, comm, comm.Rank() == 0))
 	return err
+}
+
+// cpuProfileEnv names a path prefix: each worker process writes a CPU profile of its run to
+// <prefix>.rank<N>, for go tool pprof. The launcher hands its environment to the workers, so
+// one variable profiles every rank of a job, where the cost of a data-parallel step shows.
+const cpuProfileEnv = "SSFUSION_CPU_PROFILE"
+
+// startCPUProfile starts rank's CPU profile when cpuProfileEnv asks for one, and returns
+// what stops it.
+func startCPUProfile(rank int) (stop func(), err error) {
+	prefix := os.Getenv(cpuProfileEnv)
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.rank%d", prefix, rank))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // runInProc runs cfg.Workers ranks as goroutines of this process, over in-memory links.

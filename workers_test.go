@@ -308,3 +308,44 @@ func TestProgressBarReachesTheTerminal(t *testing.T) {
 		})
 	}
 }
+
+// TestStartCPUProfile: the variable, when set, makes a worker write its own profile under
+// the prefix; unset, nothing is written; a prefix in a missing folder fails before training.
+func TestStartCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, prefix string
+		rank         int
+		want         string // the file that must hold a profile, "" for none
+		fails        bool
+	}{
+		{name: "unset", prefix: "", rank: 0},
+		{name: "rank 3", prefix: filepath.Join(dir, "cpu"), rank: 3, want: filepath.Join(dir, "cpu.rank3")},
+		{name: "missing folder", prefix: filepath.Join(dir, "missing", "cpu"), rank: 0, fails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(cpuProfileEnv, tc.prefix)
+			stop, err := startCPUProfile(tc.rank)
+			if tc.fails {
+				if err == nil {
+					stop()
+					t.Fatal("started a profile into a missing folder")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop()
+			if tc.want == "" {
+				if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) > 0 {
+					t.Fatalf("wrote %v with the variable unset", files)
+				}
+				return
+			}
+			if info, err := os.Stat(tc.want); err != nil || info.Size() == 0 {
+				t.Fatalf("profile %s: %v (size %v)", tc.want, err, info)
+			}
+		})
+	}
+}

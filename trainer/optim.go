@@ -31,27 +31,75 @@ func NewSGD(params []nets.Param, momentum float64, nesterov bool, weightDecay fl
 }
 
 // Step updates every parameter from its gradient with learning rate lr.
+//
+// Each update is one pass over the parameter, its gradient and its velocity with the
+// choices (momentum, Nesterov) made outside the loop: at one thread per process the update
+// is time that no other work hides.
 func (s *SGD) Step(params []nets.Param, lr float64) {
 	lr32, wd, mu := float32(lr), float32(s.WeightDecay), float32(s.Momentum)
 	for i, p := range params {
-		w, g := p.Value, p.Grad
-		if s.velocity == nil {
-			for j := range w {
-				w[j] -= lr32 * (g[j] + wd*w[j])
-			}
-			continue
+		switch {
+		case s.velocity == nil:
+			sgdPlain(p.Value, p.Grad, lr32, wd)
+		case s.Nesterov:
+			sgdNesterov(p.Value, p.Grad, s.velocity[i], lr32, wd, mu)
+		default:
+			sgdMomentum(p.Value, p.Grad, s.velocity[i], lr32, wd, mu)
 		}
-		v := s.velocity[i]
-		for j := range w {
-			d := g[j] + wd*w[j]
-			v[j] = mu*v[j] + d
-			if s.Nesterov {
-				d += mu * v[j]
-			} else {
-				d = v[j]
-			}
-			w[j] -= lr32 * d
-		}
+	}
+}
+
+// The update kernels below work four elements at a time, and each element takes the same
+// float32 operations in the same order as a plain loop would, so that the result is the
+// same bit for bit whatever the length.
+
+// sgdPlain does w -= lr*(g + wd*w).
+func sgdPlain(w, g []float32, lr, wd float32) {
+	g = g[:len(w)]
+	j := 0
+	for ; j+4 <= len(w); j += 4 {
+		ww, gg := w[j:j+4:j+4], g[j:j+4:j+4]
+		ww[0] -= lr * (gg[0] + wd*ww[0])
+		ww[1] -= lr * (gg[1] + wd*ww[1])
+		ww[2] -= lr * (gg[2] + wd*ww[2])
+		ww[3] -= lr * (gg[3] + wd*ww[3])
+	}
+	for ; j < len(w); j++ {
+		w[j] -= lr * (g[j] + wd*w[j])
+	}
+}
+
+// sgdMomentum does v = mu*v + (g + wd*w), w -= lr*v.
+func sgdMomentum(w, g, v []float32, lr, wd, mu float32) {
+	g, v = g[:len(w)], v[:len(w)]
+	j := 0
+	for ; j+4 <= len(w); j += 4 {
+		ww, gg, vv := w[j:j+4:j+4], g[j:j+4:j+4], v[j:j+4:j+4]
+		v0 := mu*vv[0] + (gg[0] + wd*ww[0])
+		v1 := mu*vv[1] + (gg[1] + wd*ww[1])
+		v2 := mu*vv[2] + (gg[2] + wd*ww[2])
+		v3 := mu*vv[3] + (gg[3] + wd*ww[3])
+		vv[0], vv[1], vv[2], vv[3] = v0, v1, v2, v3
+		ww[0] -= lr * v0
+		ww[1] -= lr * v1
+		ww[2] -= lr * v2
+		ww[3] -= lr * v3
+	}
+	for ; j < len(w); j++ {
+		vj := mu*v[j] + (g[j] + wd*w[j])
+		v[j] = vj
+		w[j] -= lr * vj
+	}
+}
+
+// sgdNesterov does v = mu*v + d, w -= lr*(d + mu*v), with d = g + wd*w.
+func sgdNesterov(w, g, v []float32, lr, wd, mu float32) {
+	g, v = g[:len(w)], v[:len(w)]
+	for j := range w {
+		d := g[j] + wd*w[j]
+		vj := mu*v[j] + d
+		v[j] = vj
+		w[j] -= lr * (d + mu*vj)
 	}
 }
 

@@ -9,11 +9,16 @@ usage() {
 Usage: tools/bench-vs-pytorch/ddp.sh [options]
 
   --procs LIST      comma-separated process counts (default 2,4)
-  --steps N         timed steps per run (default 30; both sides also run warm-up steps)
+  --steps N         timed steps per run (default 30)
+  --warmup N        untimed steps before them, on both sides (default 3)
   --batch N         batch per process (default 32)
   --repeats N       runs per side and process count, alternating ours and PyTorch; the table
                     gives medians (default 1)
   -h, --help        this text
+
+Both rates are wall-clock: every rank's samples over the time from the end of the last
+warm-up step to the end of the last step, everything a step loop does included (ours reads
+it from metrics.csv, whose rows carry the time since training began).
 
 Each process gets max(1, cores / P) threads on both sides: GOMAXPROCS for ours (the launcher
 sets it), torch.set_num_threads for PyTorch. May install python3-torch with apt-get, as run.sh
@@ -23,12 +28,14 @@ EOF2
 
 procs=2,4
 steps=30
+warmup=3
 batch=32
 repeats=1
 while (($#)); do
 	case $1 in
 	--procs) procs=${2:?--procs needs a list}; shift ;;
 	--steps) steps=${2:?--steps needs a number}; shift ;;
+	--warmup) warmup=${2:?--warmup needs a number}; shift ;;
 	--batch) batch=${2:?--batch needs a number}; shift ;;
 	--repeats) repeats=${2:?--repeats needs a number}; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -36,7 +43,7 @@ while (($#)); do
 	esac
 	shift
 done
-for v in "$steps" "$batch" "$repeats" ${procs//,/ }; do
+for v in "$steps" "$warmup" "$batch" "$repeats" ${procs//,/ }; do
 	[[ $v =~ ^[1-9][0-9]*$ ]] || { echo "ddp.sh: expected a positive integer, got $v" >&2; exit 2; }
 done
 
@@ -56,25 +63,36 @@ go build -o "$tmp/ssfusion" .
 cores=$(nproc)
 echo "==> $cores cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(go version | cut -d' ' -f3); PyTorch $("$py" -c 'import torch; print(torch.__version__)')"
 
-# ours prints the global samples/s of one data-parallel run with p workers: summary.json's
-# throughput, which counts every rank's samples over the timed steps (the first is untimed).
+# ours prints the global samples/s of one data-parallel run with p workers, timed as
+# torch_ddp.py times its steps: from the end of the last warm-up step to the end of the last
+# step, on rank 0's clock, whose metrics.csv rows carry the wall time since training began.
+# summary.json's throughput would leave out what a step loop does besides the step (loading
+# the batch, logging, the ranks' agreement on divergence) and count step 2 on, warm-up and all.
 ours() {
 	local p=$1 out=$tmp/ours-$1-$2
 	"$tmp/ssfusion" train --model resnet20 --dataset synthetic --workers "$p" --pipeline dense \
-		--batch-size "$batch" --max-steps $((steps + 1)) --eval-every 100000 --eval-samples 64 \
+		--batch-size "$batch" --max-steps $((warmup + steps)) --eval-every 100000 --eval-samples 64 \
 		--lr 0.1 --momentum 0.9 --weight-decay 5e-4 --out "$out" >"$out.log" 2>&1 || {
 		echo "ddp.sh: our run failed (workers $p):" >&2
 		tail -20 "$out.log" >&2
 		return 1
 	}
-	"$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["throughput"]["samples_per_s"])' "$out/summary.json"
+	"$py" - "$out/metrics.csv" "$warmup" <<'PY'
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["kind"] == "train"]
+warmup = int(sys.argv[2])
+timed = rows[warmup:]
+rate = sum(int(r["samples"]) for r in timed) / (float(timed[-1]["wall_s"]) - float(rows[warmup - 1]["wall_s"]))
+print(f"ours: {rate:.1f} samples/s over {len(timed)} steps", file=sys.stderr)
+print(f"{rate:.1f}")
+PY
 }
 
 theirs() {
 	local p=$1
 	OMP_NUM_THREADS=$((cores / p > 0 ? cores / p : 1)) OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} \
 		"$py" "$here/torch_ddp.py" --procs "$p" --threads $((cores / p > 0 ? cores / p : 1)) \
-		--batch "$batch" --iters "$steps" --warmup 3
+		--batch "$batch" --iters "$steps" --warmup "$warmup"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -87,7 +105,7 @@ table=$(
 for p in ${procs//,/ }; do
 	: >"$tmp/o" && : >"$tmp/t"
 	for ((r = 1; r <= repeats; r++)); do
-		echo "==> $p processes, run $r of $repeats: ours"
+		echo "==> $p processes, run $r of $repeats: ours (load average $(cut -d' ' -f1 /proc/loadavg))"
 		ours "$p" "$r" >>"$tmp/o"
 		echo "==> $p processes, run $r of $repeats: PyTorch DDP"
 		theirs "$p" >>"$tmp/t"
@@ -99,6 +117,7 @@ done
 
 echo
 echo "ResNet-20, 3x32x32 synthetic images, batch $batch per process, SGD (momentum 0.9, weight decay"
-echo "5e-4), loopback; global samples/s over $steps timed steps, median of $repeats run(s) per side."
+echo "5e-4), loopback; global samples/s over $steps timed steps after $warmup warm-up steps, wall-clock,"
+echo "median of $repeats run(s) per side."
 echo
 echo "$table"
