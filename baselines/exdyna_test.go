@@ -412,28 +412,6 @@ func TestExDynaMovesBoundaries(t *testing.T) {
 	t.Logf("bounds %v -> %v, imbalance %.3f -> %.3f", first, last, early, late)
 }
 
-// TestExDynaAtDensityOneIsDense: sending everything gives the dense average.
-func TestExDynaAtDensityOneIsDense(t *testing.T) {
-	sizes := []int{300, 7, 1, 0, 2000, 64}
-	grads := pipelinetest.Normal(sizes, nil)
-	for _, world := range []int{1, 3} {
-		res, err := pipelinetest.Run(world, sizes, nil, 3, grads, exdynaFactory(compress.Config{Density: 1, Momentum: 0.5}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pipelinetest.CheckMean(res, grads, 1e-6); err != nil {
-			t.Fatalf("world %d: %v", world, err)
-		}
-		for r := range res {
-			for s, m := range res[r].Metrics {
-				if !m.HasDensity || m.DensityAchieved != 1 || m.TensorsMissing != 0 {
-					t.Errorf("world %d: rank %d step %d metrics %+v, want density 1 and nothing missing", world, r, s, m)
-				}
-			}
-		}
-	}
-}
-
 // TestExDynaRanksAgree: every rank ends each step with bit-identical gradients.
 func TestExDynaRanksAgree(t *testing.T) {
 	sizes := []int{1000, 10, 3000, 33, 1}

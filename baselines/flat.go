@@ -31,7 +31,8 @@ type flatGradient struct {
 	steps   int64 // steps finished
 	failed  error // why a Push of the current step failed
 	metrics pipeline.StepMetrics
-	iota    []int32 // 0, 1, ...: every index of the largest tensor, for a dense step's Sent
+	iota    []int32   // 0, 1, ...: every index of the largest tensor, for a dense step's Sent
+	dense   []float32 // the sums of a dense step
 }
 
 // newFlatGradient checks the configuration and the tensors (ids must be positions, and
@@ -147,6 +148,21 @@ func (f *flatGradient) allReduceAll(vals []float32) ([]float32, error) {
 	}
 	f.meter.Selected(0, f.numel(), 0)
 	return vals, nil
+}
+
+// averageAll is a step that sends everything and writes the average into every Grad.
+func (f *flatGradient) averageAll() error {
+	var err error
+	if f.dense, err = f.allReduceAll(f.dense); err != nil {
+		return err
+	}
+	world := float32(f.comm.Size())
+	for id, t := range f.tensors {
+		for i, v := range f.dense[f.offsets[id]:f.offsets[id+1]] {
+			t.Grad[i] = v / world
+		}
+	}
+	return nil
 }
 
 // state is the checkpointed state: the step count, the memory and the pipeline's extra.

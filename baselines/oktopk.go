@@ -119,17 +119,7 @@ func (x *OkTopk) Wait() error {
 		if k < x.numel() {
 			return x.sparse(step, k)
 		}
-		var err error
-		if x.vals, err = x.allReduceAll(x.vals); err != nil {
-			return err
-		}
-		world := float32(x.comm.Size())
-		for id, t := range x.tensors {
-			for i, v := range x.vals[x.offsets[id]:x.offsets[id+1]] {
-				t.Grad[i] = v / world
-			}
-		}
-		return nil
+		return x.averageAll()
 	})
 }
 

@@ -49,7 +49,6 @@ type SparDL struct {
 	round  int           // the round in flight, for ExchangeMessage
 	msg    []byte
 	keys   []int32
-	vals   []float32
 }
 
 // spardlRound is one round of Spar-Reduce-Scatter for worker r: it sends blocks
@@ -111,17 +110,7 @@ func (x *SparDL) Wait() error {
 		if k < x.numel() {
 			return x.sparse()
 		}
-		var err error
-		if x.vals, err = x.allReduceAll(x.vals); err != nil {
-			return err
-		}
-		world := float32(x.comm.Size())
-		for id, t := range x.tensors {
-			for i, v := range x.vals[x.offsets[id]:x.offsets[id+1]] {
-				t.Grad[i] = v / world
-			}
-		}
-		return nil
+		return x.averageAll()
 	})
 }
 

@@ -277,16 +277,7 @@ func (n Network) AllGatherV(size int, bytes []int) time.Duration {
 // constants and the others at the intra-node one's. It panics if len(sent) != size or a
 // size is negative.
 func (n Network) AllToAllV(size int, sent []int) time.Duration {
-	if len(sent) != size {
-		panic(fmt.Sprintf("netmodel: Network.AllToAllV: %d sizes for %d ranks", len(sent), size))
-	}
-	most := 0
-	for r, b := range sent {
-		if b < 0 {
-			panic(fmt.Sprintf("netmodel: Network.AllToAllV: rank %d sends %d bytes", r, b))
-		}
-		most = max(most, b)
-	}
+	most := largest("AllToAllV", size, sent)
 	if size <= 1 {
 		return 0
 	}
@@ -299,21 +290,28 @@ func (n Network) AllToAllV(size int, sent []int) time.Duration {
 	return netDuration(inter*(n.Inter.Alpha+block*n.Inter.Beta) + intra*(n.Intra.Alpha+block*n.Intra.Beta))
 }
 
+// largest checks that every one of size ranks sends a number of bytes, none negative,
+// and returns the largest; it panics, naming the method, otherwise.
+func largest(method string, size int, bytes []int) int {
+	if len(bytes) != size {
+		panic(fmt.Sprintf("netmodel: Network.%s: %d sizes for %d ranks", method, len(bytes), size))
+	}
+	most := 0
+	for r, b := range bytes {
+		if b < 0 {
+			panic(fmt.Sprintf("netmodel: Network.%s: rank %d sends %d bytes", method, r, b))
+		}
+		most = max(most, b)
+	}
+	return most
+}
+
 // SendRecv is the time of one round of a point-to-point exchange in which rank r sends
 // bytes[r] to one other rank, all at once: a start-up and the largest message. The
 // messages are taken to cross the inter-node link unless the job fits on one node. It
 // panics if len(bytes) != size or a size is negative.
 func (n Network) SendRecv(size int, bytes []int) time.Duration {
-	if len(bytes) != size {
-		panic(fmt.Sprintf("netmodel: Network.SendRecv: %d sizes for %d ranks", len(bytes), size))
-	}
-	most := 0
-	for r, b := range bytes {
-		if b < 0 {
-			panic(fmt.Sprintf("netmodel: Network.SendRecv: rank %d sends %d bytes", r, b))
-		}
-		most = max(most, b)
-	}
+	most := largest("SendRecv", size, bytes)
 	if size <= 1 {
 		return 0
 	}
