@@ -2,7 +2,11 @@
 
 package dist
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+	"math"
+)
 
 // AllReduce implements Communicator.
 func (s *shmComm) AllReduce(buf []float32, op Op) error {
@@ -259,6 +263,12 @@ func (s *shmComm) broadcast(o *shmOp, buf []byte, root int) error {
 // allGatherV streams every rank's block through its slot, a chunk per step, for as many
 // steps as the largest block needs. The first step carries the sizes, checked against
 // the limit before anything is allocated.
+//
+// The blocks share one allocation, each capped so that appending to one cannot spill
+// into the next. When every block fits in one step, bytes.Join builds that allocation
+// straight from the slots: it does not zero the memory it is about to overwrite, which
+// would cost as much as the copy, and this rank's block comes from send without a
+// detour through its slot.
 func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 	if max := s.e.o.maxMessage; int64(len(send)) > max {
 		return nil, s.invalid("allgatherv of %d bytes exceeds the limit of %d (WithMaxMessage)", len(send), max)
@@ -274,23 +284,44 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 		return nil, err
 	}
 	out := make([][]byte, s.size)
-	lengths := make([]int64, s.size)
-	steps := 1
+	var lengthsBuf [16]int64
+	lengths := lengthsBuf[:0]
+	steps, total := 1, 0
+	par := s.step & 1
 	for p := range s.size {
-		n := s.seg.desc(p, s.step&1).size
-		lengths[p] = int64(min(n, 1<<62))
-		if n > uint64(s.e.o.maxMessage) {
+		n := s.seg.desc(p, par).size
+		if n > uint64(s.e.o.maxMessage) || int(n) > math.MaxInt-total {
 			s.fail(fault{rank: p, reporter: s.rank, cause: protocolErr("block of %d bytes exceeds the limit of %d", n, s.e.o.maxMessage)})
 			return nil, errAborted
 		}
+		lengths = append(lengths, int64(n))
+		total += int(n)
 		steps = max(steps, (int(n)+C-1)/C)
 		if p == s.rank {
-			out[p] = append(make([]byte, 0, len(send)), send...)
+			out[p] = send
 		} else {
-			out[p] = make([]byte, n)
+			out[p] = s.seg.slot(p, par)[:min(int(n), C)]
 		}
 	}
 	o.sent, o.recv = allGatherVolume(lengths, s.rank)
+	var all []byte
+	if steps == 1 {
+		all = bytes.Join(out, nil)
+	} else {
+		all = make([]byte, total)
+	}
+	if all == nil {
+		all = []byte{} // a lone rank's empty block, which Join leaves nil
+	}
+	off := 0
+	for p, n := range lengths {
+		out[p] = all[off : off+int(n) : off+int(n)]
+		off += int(n)
+	}
+	if steps == 1 {
+		return out, nil
+	}
+	copy(out[s.rank], send)
 	for k := 0; ; k++ {
 		for p, blk := range out {
 			if off := k * C; p != s.rank && off < len(blk) {
