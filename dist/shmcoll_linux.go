@@ -190,6 +190,7 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 			if op == Average {
 				divideBy(dst, float32(P))
 			}
+			copy(buf[lo+a:lo+b], dst) // nobody reads this rank's buf: no need to wait
 		}
 		var err error
 		if k == 0 {
@@ -202,7 +203,10 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 		}
 		if k > 0 {
 			lo, hi := (k-1)*per, min(n, k*per)
-			copy(buf[lo:hi], bytesF32(s.seg.result((s.step - 1) & 1)[:4*(hi-lo)], true))
+			a, b := (hi-lo)*r/P, (hi-lo)*(r+1)/P
+			res := bytesF32(s.seg.result((s.step - 1) & 1)[:4*(hi-lo)], true)
+			copy(buf[lo:lo+a], res[:a])
+			copy(buf[lo+b:hi], res[b:])
 		}
 	}
 	return nil
@@ -210,26 +214,27 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 
 // sumParts is sumSlots with this rank's operand taken from own instead of its slot.
 func (s *shmComm) sumParts(dst []float32, par uint32, a, b int, own []float32) {
-	src := func(p int) []float32 {
-		if p == s.rank {
-			return own
-		}
-		return bytesF32(s.seg.slot(p, par)[4*a:4*b], true)
-	}
-	sumInto(dst, src(0), src(1))
-	for p := 2; p < s.size; p++ {
-		sumInto(dst, dst, src(p))
-	}
+	srcs := s.operands(par, a, b)
+	srcs[s.rank] = own
+	sumRanks(dst, srcs)
 }
 
 // sumSlots sets dst to the sum, in rank order, of elements [a, b) of every rank's slot of
 // the given parity.
 func (s *shmComm) sumSlots(dst []float32, par uint32, a, b int) {
-	src := func(p int) []float32 { return bytesF32(s.seg.slot(p, par)[4*a:4*b], true) }
-	sumInto(dst, src(0), src(1))
-	for p := 2; p < s.size; p++ {
-		sumInto(dst, dst, src(p))
+	sumRanks(dst, s.operands(par, a, b))
+}
+
+// operands returns elements [a, b) of every rank's slot of the given parity, in a slice
+// that the next call reuses.
+func (s *shmComm) operands(par uint32, a, b int) [][]float32 {
+	if s.srcs == nil {
+		s.srcs = make([][]float32, s.size)
 	}
+	for p := range s.srcs {
+		s.srcs[p] = bytesF32(s.seg.slot(p, par)[4*a:4*b], true)
+	}
+	return s.srcs
 }
 
 // broadcast streams root's buffer through its slot, a chunk per step.

@@ -43,7 +43,9 @@ type shmComm struct {
 	done   chan struct{}
 	colls  sync.WaitGroup
 
-	step uint32 // the last step; only the running collective touches it
+	// Only the running collective touches these.
+	step uint32      // the last step
+	srcs [][]float32 // operands of a sum, one per rank
 }
 
 func newShmComm(e *engine, seg *segment, small int) *shmComm {
