@@ -3,11 +3,13 @@ package dist
 // sumRanks sets dst to the sum of srcs in their order, (((s0 + s1) + s2) + s3) + ...,
 // the same bits as chaining sumInto over them, in fewer passes: each pass folds up to
 // three more operands into dst, so dst is read and written once per three of them.
-// srcs holds at least two operands, each at least as long as dst.
+// srcs holds at least two operands, each at least as long as dst. On amd64 the bulk runs
+// in AVX loops; every rank of a job runs the same code on the same machine, so a sum is
+// the same wherever it is computed.
 func sumRanks(dst []float32, srcs [][]float32) {
 	switch len(srcs) {
 	case 2:
-		sumInto(dst, srcs[0], srcs[1])
+		sum2(dst, srcs[0], srcs[1])
 		return
 	case 3:
 		sum3(dst, srcs[0], srcs[1], srcs[2])
@@ -20,16 +22,29 @@ func sumRanks(dst []float32, srcs [][]float32) {
 	}
 	switch len(rest) {
 	case 1:
-		sumInto(dst, dst, rest[0])
+		sum2(dst, dst, rest[0])
 	case 2:
 		sum3(dst, dst, rest[0], rest[1])
 	}
 }
 
+// sum2 sets dst[i] = a[i] + b[i]; dst may alias a.
+func sum2(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	i := vecLen(len(dst))
+	if i > 0 {
+		sumVec2(&dst[0], &a[0], &b[0], i)
+	}
+	sumInto(dst[i:], a[i:], b[i:])
+}
+
 // sum3 sets dst[i] = (a[i] + b[i]) + c[i]; dst may alias a.
 func sum3(dst, a, b, c []float32) {
 	a, b, c = a[:len(dst)], b[:len(dst)], c[:len(dst)]
-	i := 0
+	i := vecLen(len(dst))
+	if i > 0 {
+		sumVec3(&dst[0], &a[0], &b[0], &c[0], i)
+	}
 	for ; i+4 <= len(dst); i += 4 {
 		d, x, y, z := dst[i:i+4:i+4], a[i:i+4:i+4], b[i:i+4:i+4], c[i:i+4:i+4]
 		d[0] = (x[0] + y[0]) + z[0]
@@ -45,7 +60,10 @@ func sum3(dst, a, b, c []float32) {
 // sum4 sets dst[i] = ((a[i] + b[i]) + c[i]) + d[i]; dst may alias a.
 func sum4(dst, a, b, c, d []float32) {
 	a, b, c, d = a[:len(dst)], b[:len(dst)], c[:len(dst)], d[:len(dst)]
-	i := 0
+	i := vecLen(len(dst))
+	if i > 0 {
+		sumVec4(&dst[0], &a[0], &b[0], &c[0], &d[0], i)
+	}
 	for ; i+4 <= len(dst); i += 4 {
 		o, w, x, y, z := dst[i:i+4:i+4], a[i:i+4:i+4], b[i:i+4:i+4], c[i:i+4:i+4], d[i:i+4:i+4]
 		o[0] = ((w[0] + x[0]) + y[0]) + z[0]
