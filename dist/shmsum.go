@@ -3,11 +3,14 @@ package dist
 // sumRanks sets dst to the sum of srcs in their order, (((s0 + s1) + s2) + s3) + ...,
 // the same bits as chaining sumInto over them, in fewer passes: each pass folds up to
 // three more operands into dst, so dst is read and written once per three of them.
-// srcs holds at least two operands, each at least as long as dst. On amd64 the bulk runs
+// srcs holds at least one operand, each at least as long as dst. On amd64 the bulk runs
 // in AVX loops; every rank of a job runs the same code on the same machine, so a sum is
 // the same wherever it is computed.
 func sumRanks(dst []float32, srcs [][]float32) {
 	switch len(srcs) {
+	case 1:
+		copy(dst, srcs[0])
+		return
 	case 2:
 		sum2(dst, srcs[0], srcs[1])
 		return
