@@ -43,6 +43,7 @@ type shmComm struct {
 	killed atomic.Bool // a test's simulated crash: this rank reports nothing
 	done   chan struct{}
 	colls  sync.WaitGroup
+	epoch  time.Time // for now
 
 	// Only the running collective touches these.
 	step uint32      // the last step
@@ -57,11 +58,15 @@ func newShmComm(e *engine, seg *segment, small int) *shmComm {
 	}
 	s := &shmComm{
 		e: e, seg: seg, rank: e.rank, size: e.size, small: small, peerInProcess: inProcess,
-		done: make(chan struct{}),
+		done: make(chan struct{}), epoch: time.Now(),
 	}
 	s.turn.L = &s.mu
 	return s
 }
+
+// now is time.Now from the monotonic clock alone: time.Now also reads the wall clock,
+// which on virtual machines costs as much again, and collectives read the clock often.
+func (s *shmComm) now() time.Time { return s.epoch.Add(time.Since(s.epoch)) }
 
 func (s *shmComm) Rank() int { return s.rank }
 func (s *shmComm) Size() int { return s.size }
@@ -91,7 +96,7 @@ func (s *shmComm) begin(k collKind) (*shmOp, error) {
 		return nil, fmt.Errorf("dist: %v: %w", k, ErrClosed)
 	}
 	s.seq++
-	op := &shmOp{kind: k, seq: s.seq, start: time.Now()}
+	op := &shmOp{kind: k, seq: s.seq, start: s.now()}
 	s.colls.Add(1)
 	s.e.stats.ops[k].calls.Add(1)
 	s.e.stats.busy.start(op.start)
@@ -161,8 +166,6 @@ func (s *shmComm) end(op *shmOp, err error) error {
 	c.recv.Add(op.recv)
 	s.e.stats.sent.Add(op.sent)
 	s.e.stats.recv.Add(op.recv)
-	// The monotonic clock alone: time.Now would also read the wall clock, which on
-	// virtual machines costs as much again.
 	d := time.Since(op.start)
 	c.nanos.Add(int64(d))
 	s.e.stats.busy.end(op.start.Add(d))
