@@ -140,9 +140,9 @@ func describeShm(d shmDesc) string {
 // Small buffers take one step: every rank writes its buffer, then each sums all of them.
 // Larger ones stream through the slots a chunk per step; the rank that owns the r-th
 // P-th of a chunk sums that part into the shared result area during the next step, and
-// everyone copies the chunk's result out once that step is over. The copy of chunk k+1
-// into the slots and the sums of chunk k share a step, so the pipeline needs one step per
-// chunk plus one.
+// into its own buffer, and copies the other parts out once that step is over. The copy
+// of chunk k+1 into the slots and the sums of chunk k share a step, so the pipeline needs
+// one step per chunk plus one.
 func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 	if op != Sum && op != Average {
 		return s.invalid("allreduce op %v is neither Sum nor Average", op)
