@@ -103,7 +103,7 @@
 // ranks have announced it: spinning for a while when there is a core per rank, yielding
 // the core, then sleeping on the futex. Slots alternate between two parities, and a rank
 // reads a step's data before it announces the next one, so no other handshake is needed.
-// AllReduce up to 16 KiB takes one step in which every rank sums all buffers; above, the
+// AllReduce up to 64 KiB takes one step in which every rank sums all buffers; above, the
 // buffer streams through the slots a chunk per step, each rank summing a P-th of the
 // chunk into a shared result area a step later, which everyone copies out. Every element
 // is summed in rank order, once or by every rank with the same operands, so results are

@@ -140,6 +140,39 @@ func TestShmBackToBack(t *testing.T) {
 	}))
 }
 
+// TestShmAllGatherOwnership checks that the blocks of an allgatherv, which share one
+// allocation, are still the caller's to keep and grow one by one: appending to a block
+// leaves the next intact, and this rank's block is a copy of send, in single and in
+// many-step gathers.
+func TestShmAllGatherOwnership(t *testing.T) {
+	withShmGeometry(t, 256, 64)
+	comms := startShm(t, 3)
+	for _, n := range []int{5, 1000} {
+		noErrors(t, runRanks(t, comms, 20*time.Second, func(r int, c Communicator) error {
+			send := gatherData(r, n)
+			parts, err := c.AllGatherV(send)
+			if err != nil {
+				return err
+			}
+			for i := range send {
+				send[i]++
+			}
+			for q, p := range parts {
+				if cap(p) != len(p) {
+					return fmt.Errorf("n=%d: block %d has capacity %d beyond its %d bytes", n, q, cap(p), len(p))
+				}
+				parts[q] = append(p, 0xff)
+			}
+			for q, p := range parts {
+				if want := gatherData(q, n); string(p[:len(p)-1]) != string(want) {
+					return fmt.Errorf("n=%d: block %d changed by the caller's writes elsewhere", n, q)
+				}
+			}
+			return nil
+		}))
+	}
+}
+
 // TestShmAsync issues collectives of every kind before waiting for any.
 func TestShmAsync(t *testing.T) {
 	checkGoroutines(t)

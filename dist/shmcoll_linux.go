@@ -2,7 +2,11 @@
 
 package dist
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+	"math"
+)
 
 // AllReduce implements Communicator.
 func (s *shmComm) AllReduce(buf []float32, op Op) error {
@@ -141,9 +145,9 @@ func describeShm(d shmDesc) string {
 // Small buffers take one step: every rank writes its buffer, then each sums all of them.
 // Larger ones stream through the slots a chunk per step; the rank that owns the r-th
 // P-th of a chunk sums that part into the shared result area during the next step, and
-// everyone copies the chunk's result out once that step is over. The copy of chunk k+1
-// into the slots and the sums of chunk k share a step, so the pipeline needs one step per
-// chunk plus one.
+// into its own buffer, and copies the other parts out once that step is over. The copy
+// of chunk k+1 into the slots and the sums of chunk k share a step, so the pipeline needs
+// one step per chunk plus one.
 func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 	if op != Sum && op != Average {
 		return s.invalid("allreduce op %v is neither Sum nor Average", op)
@@ -191,6 +195,7 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 			if op == Average {
 				divideBy(dst, float32(P))
 			}
+			copy(buf[lo+a:lo+b], dst) // nobody reads this rank's buf: no need to wait
 		}
 		var err error
 		if k == 0 {
@@ -203,7 +208,10 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 		}
 		if k > 0 {
 			lo, hi := (k-1)*per, min(n, k*per)
-			copy(buf[lo:hi], bytesF32(s.seg.result((s.step - 1) & 1)[:4*(hi-lo)], true))
+			a, b := (hi-lo)*r/P, (hi-lo)*(r+1)/P
+			res := bytesF32(s.seg.result((s.step - 1) & 1)[:4*(hi-lo)], true)
+			copy(buf[lo:lo+a], res[:a])
+			copy(buf[lo+b:hi], res[b:])
 		}
 	}
 	return nil
@@ -211,26 +219,27 @@ func (s *shmComm) allReduce(o *shmOp, buf []float32, op Op) error {
 
 // sumParts is sumSlots with this rank's operand taken from own instead of its slot.
 func (s *shmComm) sumParts(dst []float32, par uint32, a, b int, own []float32) {
-	src := func(p int) []float32 {
-		if p == s.rank {
-			return own
-		}
-		return bytesF32(s.seg.slot(p, par)[4*a:4*b], true)
-	}
-	sumInto(dst, src(0), src(1))
-	for p := 2; p < s.size; p++ {
-		sumInto(dst, dst, src(p))
-	}
+	srcs := s.operands(par, a, b)
+	srcs[s.rank] = own
+	sumRanks(dst, srcs)
 }
 
 // sumSlots sets dst to the sum, in rank order, of elements [a, b) of every rank's slot of
 // the given parity.
 func (s *shmComm) sumSlots(dst []float32, par uint32, a, b int) {
-	src := func(p int) []float32 { return bytesF32(s.seg.slot(p, par)[4*a:4*b], true) }
-	sumInto(dst, src(0), src(1))
-	for p := 2; p < s.size; p++ {
-		sumInto(dst, dst, src(p))
+	sumRanks(dst, s.operands(par, a, b))
+}
+
+// operands returns elements [a, b) of every rank's slot of the given parity, in a slice
+// that the next call reuses.
+func (s *shmComm) operands(par uint32, a, b int) [][]float32 {
+	if s.srcs == nil {
+		s.srcs = make([][]float32, s.size)
 	}
+	for p := range s.srcs {
+		s.srcs[p] = bytesF32(s.seg.slot(p, par)[4*a:4*b], true)
+	}
+	return s.srcs
 }
 
 // broadcast streams root's buffer through its slot, a chunk per step.
@@ -264,6 +273,12 @@ func (s *shmComm) broadcast(o *shmOp, buf []byte, root int) error {
 // allGatherV streams every rank's block through its slot, a chunk per step, for as many
 // steps as the largest block needs. The first step carries the sizes, checked against
 // the limit before anything is allocated.
+//
+// The blocks share one allocation, each capped so that appending to one cannot spill
+// into the next. When every block fits in one step, bytes.Join builds that allocation
+// straight from the slots: it does not zero the memory it is about to overwrite, which
+// would cost as much as the copy, and this rank's block comes from send without a
+// detour through its slot.
 func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 	if max := s.e.o.maxMessage; int64(len(send)) > max {
 		return nil, s.invalid("allgatherv of %d bytes exceeds the limit of %d (WithMaxMessage)", len(send), max)
@@ -279,23 +294,44 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 		return nil, err
 	}
 	out := make([][]byte, s.size)
-	lengths := make([]int64, s.size)
-	steps := 1
+	var lengthsBuf [16]int64
+	lengths := lengthsBuf[:0]
+	steps, total := 1, 0
+	par := s.step & 1
 	for p := range s.size {
-		n := s.seg.desc(p, s.step&1).size
-		lengths[p] = int64(min(n, 1<<62))
-		if n > uint64(s.e.o.maxMessage) {
+		n := s.seg.desc(p, par).size
+		if n > uint64(s.e.o.maxMessage) || int(n) > math.MaxInt-total {
 			s.fail(fault{rank: p, reporter: s.rank, cause: protocolErr("block of %d bytes exceeds the limit of %d", n, s.e.o.maxMessage)})
 			return nil, errAborted
 		}
+		lengths = append(lengths, int64(n))
+		total += int(n)
 		steps = max(steps, (int(n)+C-1)/C)
 		if p == s.rank {
-			out[p] = append(make([]byte, 0, len(send)), send...)
+			out[p] = send
 		} else {
-			out[p] = make([]byte, n)
+			out[p] = s.seg.slot(p, par)[:min(int(n), C)]
 		}
 	}
 	o.sent, o.recv = allGatherVolume(lengths, s.rank)
+	var all []byte
+	if steps == 1 {
+		all = bytes.Join(out, nil)
+	} else {
+		all = make([]byte, total)
+	}
+	if all == nil {
+		all = []byte{} // a lone rank's empty block, which Join leaves nil
+	}
+	off := 0
+	for p, n := range lengths {
+		out[p] = all[off : off+int(n) : off+int(n)]
+		off += int(n)
+	}
+	if steps == 1 {
+		return out, nil
+	}
+	copy(out[s.rank], send)
 	for k := 0; ; k++ {
 		for p, blk := range out {
 			if off := k * C; p != s.rank && off < len(blk) {

@@ -56,7 +56,7 @@ func (s *shmComm) waitAll(st uint32) error {
 		if spins++; spins%shmSpinLoads != 0 {
 			continue
 		}
-		now := time.Now()
+		now := s.now()
 		if start.IsZero() {
 			start = now
 		}
