@@ -100,48 +100,59 @@ func assertClose(t *testing.T, what string, a, b []float32) {
 // feature maps small enough to be grouped several images per GEMM and large enough not to be,
 // and input gradients through col2im and through the flipped filters.
 func TestConvMatchesGorgonia(t *testing.T) {
-	for _, c := range []struct{ cin, h, w, cout, k, stride, pad int }{
-		{3, 7, 6, 4, 3, 1, 1},
-		{3, 7, 7, 5, 3, 2, 1},
-		{2, 8, 8, 3, 3, 2, 1},
-		{4, 7, 7, 3, 1, 2, 0},
-		{4, 5, 5, 3, 1, 1, 0}, // direct: no column matrix
-		{2, 6, 5, 3, 3, 1, 0},
-		{2, 16, 17, 3, 3, 1, 1}, // one image per GEMM
-		{3, 16, 16, 2, 1, 1, 0}, // one image per GEMM, direct
-		{2, 8, 16, 3, 3, 1, 1},  // groups of two: the last one is a single image
-		{4, 8, 16, 3, 1, 1, 0},  // the same, direct
-		{16, 2, 2, 12, 3, 1, 1}, // few positions per filter: col2im rather than flipped filters
-		{2, 16, 16, 3, 5, 1, 2}, // one image per GEMM, planes shifted by up to two
-		{3, 20, 13, 4, 3, 1, 1}, // one image per GEMM, odd row length
+	for _, c := range []convCase{
+		{3, 7, 6, 4, 3, 1, 1, 0},
+		{3, 7, 7, 5, 3, 2, 1, 0},
+		{2, 8, 8, 3, 3, 2, 1, 0},
+		{4, 7, 7, 3, 1, 2, 0, 0},
+		{4, 5, 5, 3, 1, 1, 0, 0}, // direct: no column matrix
+		{2, 6, 5, 3, 3, 1, 0, 0},
+		{2, 16, 17, 3, 3, 1, 1, 0}, // one image per GEMM
+		{3, 16, 16, 2, 1, 1, 0, 0}, // one image per GEMM, direct
+		{2, 8, 16, 3, 3, 1, 1, 0},  // groups of two: the last one is a single image
+		{4, 8, 16, 3, 1, 1, 0, 0},  // the same, direct
+		{16, 2, 2, 12, 3, 1, 1, 0}, // few positions per filter: col2im rather than flipped filters
+		{2, 16, 16, 3, 5, 1, 2, 0}, // one image per GEMM, planes shifted by up to two
+		{3, 20, 13, 4, 3, 1, 1, 0}, // one image per GEMM, odd row length
 	} {
-		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(1, uint64(c.h*c.k+c.stride)))
-			x := randTensor(r, 3, c.cin, c.h, c.w)
-			w := randTensor(r, c.cout, c.cin, c.k, c.k)
-			bias := randTensor(r, c.cout)
-			oh, ow := (c.h+2*c.pad-c.k)/c.stride+1, (c.w+2*c.pad-c.k)/c.stride+1
-			rr := randSlice(r, 3*c.cout*oh*ow)
-			want, wantG := runGraph(t, []*tensor.Dense{x, w}, rr, func(n []*G.Node) (*G.Node, error) {
-				return G.Conv2d(n[0], n[1], tensor.Shape{c.k, c.k}, []int{c.pad, c.pad}, []int{c.stride, c.stride}, []int{1, 1})
-			})
-			got, gotG := runGraph(t, []*tensor.Dense{x, w, bias}, rr, func(n []*G.Node) (*G.Node, error) {
-				return conv2d(n[0], n[1], n[2], c.stride, c.pad, true)
-			})
-			plane := oh * ow
-			for i := range want {
-				want[i] += bias.Float32s()[(i/plane)%c.cout]
-			}
-			assertClose(t, "output", got, want)
-			assertClose(t, "dx", gotG[0], wantG[0])
-			assertClose(t, "dw", gotG[1], wantG[1])
-			db := make([]float32, c.cout)
-			for i, v := range rr {
-				db[(i/plane)%c.cout] += v
-			}
-			assertClose(t, "db", gotG[2], db)
-		})
+		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) { checkConv(t, c) })
 	}
+}
+
+// convCase is a convolution's geometry.
+type convCase struct{ cin, h, w, cout, k, stride, pad, batch int }
+
+// checkConv compares the conv op's output and gradients (input, filters, bias) on a batch of
+// random images (three unless c says otherwise) with Gorgonia's Conv2d.
+func checkConv(t *testing.T, c convCase) {
+	r := rand.New(rand.NewPCG(1, uint64(c.h*c.k+c.stride)))
+	nb := c.batch
+	if nb == 0 {
+		nb = 3
+	}
+	x := randTensor(r, nb, c.cin, c.h, c.w)
+	w := randTensor(r, c.cout, c.cin, c.k, c.k)
+	bias := randTensor(r, c.cout)
+	oh, ow := (c.h+2*c.pad-c.k)/c.stride+1, (c.w+2*c.pad-c.k)/c.stride+1
+	rr := randSlice(r, nb*c.cout*oh*ow)
+	want, wantG := runGraph(t, []*tensor.Dense{x, w}, rr, func(n []*G.Node) (*G.Node, error) {
+		return G.Conv2d(n[0], n[1], tensor.Shape{c.k, c.k}, []int{c.pad, c.pad}, []int{c.stride, c.stride}, []int{1, 1})
+	})
+	got, gotG := runGraph(t, []*tensor.Dense{x, w, bias}, rr, func(n []*G.Node) (*G.Node, error) {
+		return conv2d(n[0], n[1], n[2], c.stride, c.pad, true)
+	})
+	plane := oh * ow
+	for i := range want {
+		want[i] += bias.Float32s()[(i/plane)%c.cout]
+	}
+	assertClose(t, "output", got, want)
+	assertClose(t, "dx", gotG[0], wantG[0])
+	assertClose(t, "dw", gotG[1], wantG[1])
+	db := make([]float32, c.cout)
+	for i, v := range rr {
+		db[(i/plane)%c.cout] += v
+	}
+	assertClose(t, "db", gotG[2], db)
 }
 
 // TestLinearMatchesGorgonia compares the linear op with x·Wᵀ + b built from Gorgonia ops.
