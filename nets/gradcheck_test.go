@@ -47,8 +47,8 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.wino {
-				defer func(m int) { winoMinChannels = m }(winoMinChannels)
-				winoMinChannels = 1
+				defer func(a bool) { winoAlways = a }(winoAlways)
+				winoAlways = true
 			}
 			n := mustNew(t, tc.spec)
 			b := randBatch(tc.spec, tc.n, 7)

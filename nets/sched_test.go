@@ -26,10 +26,10 @@ func TestGradientsDoNotDependOnCores(t *testing.T) {
 	same := func(a, b []float32) bool {
 		return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
 	}
-	for _, minChannels := range []int{winoMinChannels, 1} {
-		t.Run(fmt.Sprint("winoMinChannels=", minChannels), func(t *testing.T) {
-			defer func(m int) { winoMinChannels = m }(winoMinChannels)
-			winoMinChannels = minChannels
+	for _, always := range []bool{false, true} {
+		t.Run(fmt.Sprint("winoAlways=", always), func(t *testing.T) {
+			defer func(a bool) { winoAlways = a }(winoAlways)
+			winoAlways = always
 			want := grads(1)
 			for run := range 4 {
 				for i, g := range grads(2 + run%2) {
