@@ -390,6 +390,7 @@ func (g *convGeom) winoInputGradScalar(pad, dv []float32, ld, t0 int) {
 type winoScratch struct {
 	ins, outs, planes scratch
 	groups            []winoGroup // per worker, kept so that taking their address allocates nothing
+	begun             []bool      // per slot, whether its filter-gradient sum has begun
 }
 
 // ensure sizes s for a batch of nb images.
@@ -429,6 +430,7 @@ type winoGroup struct {
 	img     []float32 // x or dx
 	res     []float32 // y or dy
 	bias    []float32
+	beta    float32   // for the filter gradient: 0 to set the accumulator, 1 to add to it
 	tin     []float32 // V or dV: [cin][16][ld]
 	tout    []float32 // M or dM: [cout][16][ld]
 	planes  scratch
@@ -509,7 +511,7 @@ func (w *winoGroup) gemmRange(stage winoStage, u []float32, lo, hi int) {
 		case stageInputGrad:
 			gemm(true, false, g.cin, ld, g.cout, 1, u[xi*nu:], g.cin, w.tout[xi*ld:], cs, 0, w.tin[xi*ld:], cs, false)
 		default: // the filter gradient, u its accumulator
-			gemm(false, true, g.cout, g.cin, ld, 1, w.tout[xi*ld:], cs, w.tin[xi*ld:], cs, 1, u[xi*nu:], g.cin, false)
+			gemm(false, true, g.cout, g.cin, ld, 1, w.tout[xi*ld:], cs, w.tin[xi*ld:], cs, w.beta, u[xi*nu:], g.cin, false)
 		}
 	}
 }
@@ -558,12 +560,17 @@ func (g *convGeom) winoBackwardFilter(dw, x, dy []float32, nb int, s *winoScratc
 	_, _, slots := groupChunks(nb, g.wino.group)
 	nu := 16 * g.wino.us
 	acc.ensure(slots, nu)
-	for i := 0; i < slots; i++ {
-		clear(acc.at(i, nu))
+	// The first group of a slot sets its sum (beta 0) instead of adding to a cleared one.
+	if len(s.begun) < slots {
+		s.begun = make([]bool, slots)
 	}
+	clear(s.begun)
 	forEachGroupOf(nb, g.wino.group, func(worker, slot, n0, cnt int, par bool) {
 		w := s.group(g, worker, n0, cnt)
-		w.img, w.res = x, dy
+		w.img, w.res, w.beta = x, dy, 1
+		if !s.begun[slot] {
+			w.beta, s.begun[slot] = 0, true
+		}
 		w.stage(stageInput, worker, par)
 		w.stage(stageOutputGrad, worker, par)
 		w.gemms(-1, acc.at(slot, nu), par)
