@@ -24,11 +24,6 @@ package nets
 // even at 16 channels, 1.2-1.7× faster from 32 up).
 const winoMinChannels = 32
 
-// winoMinOutputs is the least number of outputs per image (four tiles) for which Winograd runs:
-// the 2×2 feature maps of VGG, one tile each, run no faster than with im2col, and their
-// transformed filters would take 16/9 of the largest weights' memory again.
-const winoMinOutputs = 16
-
 // winoAlways, for tests, runs every convolution Winograd can compute with it, whatever its size.
 var winoAlways = false
 
@@ -56,7 +51,7 @@ func (g *convGeom) useWinograd() bool {
 	if g.k != 3 || g.stride != 1 || g.pad > 2 {
 		return false
 	}
-	if !winoAlways && (g.cin < winoMinChannels || g.cout < winoMinChannels || g.outPlane < winoMinOutputs) {
+	if !winoAlways && (g.cin < winoMinChannels || g.cout < winoMinChannels) {
 		return false
 	}
 	w := winoGeom{th: (g.oh + 1) / 2, tw: (g.ow + 1) / 2}
