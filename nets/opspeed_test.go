@@ -100,8 +100,9 @@ func TestReluSpecialValues(t *testing.T) {
 // on lengths around their unrolling.
 func TestBatchNormSums(t *testing.T) {
 	defer func(v bool) { bnVector = v }(bnVector)
+	have := bnVector
 	for _, vector := range []bool{false, true} {
-		if vector && !bnVector {
+		if vector && !have {
 			continue
 		}
 		bnVector = vector
