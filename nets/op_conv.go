@@ -405,7 +405,9 @@ func scatter(dst, src []float32, c, plane, n0, cnt int) {
 // GEMMs over column matrices, one per image or, for small feature maps, per group of images side
 // by side, the work split across cores. It replaces Gorgonia's Conv2d, whose im2col, col2im and
 // output transposes are single-threaded and take most of a step. The backward ops recompute the
-// column matrices instead of keeping them alive between forward and backward.
+// column matrices instead of keeping them alive between forward and backward. Stride-1 3×3
+// convolutions with enough channels run with Winograd instead, forward and backward
+// (winograd.go).
 type convOp struct {
 	opBase
 	g      convGeom
@@ -581,7 +583,8 @@ func (o *convOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 }
 
 // convDXOp computes the input gradient: col2im(Wᵀ·dy) per image, or for stride-1 convolutions
-// with "same" padding the convolution of dy with the flipped filters (transposedGeom).
+// with "same" padding the convolution of dy with the flipped filters (transposedGeom), or that of
+// the Winograd computation when the forward runs with it.
 type convDXOp struct {
 	opBase
 	fwd  *convOp

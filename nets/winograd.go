@@ -16,7 +16,8 @@ package nets
 // float32 its results differ from the direct convolution's by a few units of rounding only.
 //
 // Transformed tensors are stored channel-major, [channel][ξ][tile]: the transforms then read and
-// write one contiguous block per channel, and GEMM ξ sees the channels as rows 16·tiles apart.
+// write one contiguous block per channel, and GEMM ξ sees the channels as rows 16·tiles (plus
+// winoSkew) apart.
 // Transformed filters are stored [ξ][cout][cin], the GEMMs' row-major A.
 
 // winoMinChannels is the least number of input and output channels for which Winograd pays:
@@ -405,14 +406,16 @@ func (s *winoScratch) ensure(g *convGeom, nb int) {
 // ld tiles per ξ.
 func winoChannelStride(ld int) int { return 16*ld + winoSkew }
 
-// winoStage is one of the per-plane passes of a group of images.
+// winoStage is one of the per-plane passes of a group of images, or (stageOutput,
+// stageInputGrad, stageFilterGrad) the GEMMs that lead to it.
 type winoStage int
 
 const (
 	stageInput      winoStage = iota // x → V
-	stageOutput                      // M → y (+ bias)
+	stageOutput                      // M → y (+ bias); GEMMs M = U·V
 	stageOutputGrad                  // dy → dM
-	stageInputGrad                   // dV → dx
+	stageInputGrad                   // dV → dx; GEMMs dV = Uᵀ·dM
+	stageFilterGrad                  // GEMMs only: dU += dM·Vᵀ
 )
 
 // winoGroup is the work on images [n0, n0+cnt) of a batch: its tensors and their transformed
@@ -426,8 +429,8 @@ type winoGroup struct {
 	res     []float32 // y or dy
 	bias    []float32
 	beta    float32   // for the filter gradient: 0 to set the accumulator, 1 to add to it
-	tin     []float32 // V or dV: [cin][16][ld]
-	tout    []float32 // M or dM: [cout][16][ld]
+	tin     []float32 // V or dV: per input channel, cs apart, [16][ld]
+	tout    []float32 // M or dM: per output channel, cs apart, [16][ld]
 	planes  scratch
 }
 
@@ -482,8 +485,8 @@ func (w *winoGroup) stageParallel(stage winoStage, n int) {
 	parallel(n, 4, func(chunk, lo, hi int) { w.run(stage, lo, hi, w.planes[chunk]) })
 }
 
-// gemms runs the 16 GEMMs of the group: forward M = U·V, backward dV = Uᵀ·dM, or the filter
-// gradient dU += dM·Vᵀ, across cores when par is set.
+// gemms runs the 16 GEMMs of stage for the group, across cores when par is set; u holds the
+// transformed filters, or for stageFilterGrad the transformed gradient they add to.
 func (w *winoGroup) gemms(stage winoStage, u []float32, par bool) {
 	if !par {
 		w.gemmRange(stage, u, 0, 16)
@@ -505,7 +508,7 @@ func (w *winoGroup) gemmRange(stage winoStage, u []float32, lo, hi int) {
 			gemm(false, false, g.cout, ld, g.cin, 1, u[xi*nu:], g.cin, w.tin[xi*ld:], cs, 0, w.tout[xi*ld:], cs, false)
 		case stageInputGrad:
 			gemm(true, false, g.cin, ld, g.cout, 1, u[xi*nu:], g.cin, w.tout[xi*ld:], cs, 0, w.tin[xi*ld:], cs, false)
-		default: // the filter gradient, u its accumulator
+		case stageFilterGrad:
 			gemm(false, true, g.cout, g.cin, ld, 1, w.tout[xi*ld:], cs, w.tin[xi*ld:], cs, w.beta, u[xi*nu:], g.cin, false)
 		}
 	}
@@ -568,7 +571,7 @@ func (g *convGeom) winoBackwardFilter(dw, x, dy []float32, nb int, s *winoScratc
 		}
 		w.stage(stageInput, worker, par)
 		w.stage(stageOutputGrad, worker, par)
-		w.gemms(-1, acc.at(slot, nu), par)
+		w.gemms(stageFilterGrad, acc.at(slot, nu), par)
 	})
 	du := acc.at(0, nu)
 	for i := 1; i < slots; i++ {
