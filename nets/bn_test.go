@@ -1,7 +1,9 @@
 package nets
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -194,5 +196,59 @@ func TestEvaluateLeavesTrainingStateAlone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBatchNormVectorLoopsMatchScalar compares the vector loops of BatchNorm with the scalar ones,
+// on lengths around the vector width and with special values where the ReLU decides: the sums
+// and gradients to rounding (they add in another order), the ReLU's choice exactly.
+func TestBatchNormVectorLoopsMatchScalar(t *testing.T) {
+	if !bnVector {
+		t.Skip("no vector loops on this CPU")
+	}
+	defer func(v bool) { bnVector = v }(bnVector)
+	r := rand.New(rand.NewPCG(21, 22))
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	special := []float32{0, float32(math.Copysign(0, -1)), inf, -inf, nan, -nan, 1e-45, -1e-45}
+	for _, n := range []int{1, 3, 15, 16, 17, 31, 32, 33, 100, 1024} {
+		x, dy, y := randSlice(r, n), randSlice(r, n), randSlice(r, n)
+		for i := 0; i < n; i += 7 {
+			y[i] = special[i%len(special)]
+		}
+		const m, is, a, b, mdy, mdyx = 0.25, 1.5, 0.75, -0.5, 0.125, -0.375
+		type result struct {
+			sums                 []float32
+			g, aff, relu, dx, xr []float32
+		}
+		run := func(vector bool) result {
+			bnVector = vector
+			var res result
+			p, q := sumDyDev(dy, x, m)
+			mp, mq := sumMaskedDyDev(dy, y, x, m)
+			res.g = make([]float32, n)
+			gp, gq := maskSumDyDev(res.g, dy, y, x, m)
+			res.sums = []float32{sumF32(x), sumSqDev(x, m), p, q, mp, mq, gp, gq}
+			res.aff, res.relu, res.dx = make([]float32, n), make([]float32, n), make([]float32, n)
+			affine(res.aff, x, a, b)
+			affineReLU(res.relu, y, a, b)
+			bnGrad(res.dx, dy, x, m, is, a, mdy, mdyx)
+			return res
+		}
+		want, got := run(false), run(true)
+		name := fmt.Sprintf("n=%d", n)
+		assertClose(t, name+" sums", got.sums, want.sums)
+		if got.sums[4] != got.sums[6] || got.sums[5] != got.sums[7] {
+			t.Errorf("%s: masked sums %v differ between the one-pass and two-pass loops", name, got.sums[4:])
+		}
+		assertClose(t, name+" affine", got.aff, want.aff)
+		assertClose(t, name+" bnGrad", got.dx, want.dx)
+		for i := range y {
+			if math.Float32bits(got.g[i]) != math.Float32bits(want.g[i]) {
+				t.Errorf("%s: masked dy[%d] (y = %g) = %g, want %g", name, i, y[i], got.g[i], want.g[i])
+			}
+			if (got.relu[i] == 0) != (want.relu[i] == 0) || math.IsNaN(float64(got.relu[i])) != math.IsNaN(float64(want.relu[i])) {
+				t.Errorf("%s: relu(%g·a+b) = %g, want %g", name, y[i], got.relu[i], want.relu[i])
+			}
+		}
 	}
 }

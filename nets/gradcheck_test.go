@@ -31,18 +31,25 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		spec Spec
-		n    int // valid rows
+		n    int  // valid rows
+		wino bool // every 3×3 convolution with Winograd, however few its channels
 	}{
-		{"mlp", tinyMLP, 4},
-		{"mlp-padded", tinyMLP, 3},
-		{"resnet8", tinyResNet, 4},
-		{"resnet8-padded", tinyResNet, 3},
-		{"vgg11", tinyVGG, 8},
-		{"vgg11-padded", tinyVGG, 5},
-		{"lstm", tinyLSTM, 3},
-		{"lstm-dropout-padded", withDropout, 2},
+		{"mlp", tinyMLP, 4, false},
+		{"mlp-padded", tinyMLP, 3, false},
+		{"resnet8", tinyResNet, 4, false},
+		{"resnet8-padded", tinyResNet, 3, false},
+		{"vgg11", tinyVGG, 8, false},
+		{"vgg11-padded", tinyVGG, 5, false},
+		{"vgg11-winograd", tinyVGG, 8, true},
+		{"resnet8-winograd", tinyResNet, 4, true},
+		{"lstm", tinyLSTM, 3, false},
+		{"lstm-dropout-padded", withDropout, 2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.wino {
+				defer func(a bool) { winoAlways = a }(winoAlways)
+				winoAlways = true
+			}
 			n := mustNew(t, tc.spec)
 			b := randBatch(tc.spec, tc.n, 7)
 			rel, abs := 0.05, 1e-3

@@ -103,21 +103,9 @@ func (o *hookGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 // the small parameters (biases, LSTM gates of small models) stay on the op's goroutine.
 const hookChunk = 1 << 15
 
-// accumulate does acc[i] += g[i], four elements at a time.
-func accumulate(acc, g []float32) {
-	acc = acc[:len(g)]
-	i := 0
-	for ; i+4 <= len(g); i += 4 {
-		a, x := acc[i:i+4:i+4], g[i:i+4:i+4]
-		a[0] += x[0]
-		a[1] += x[1]
-		a[2] += x[2]
-		a[3] += x[3]
-	}
-	for ; i < len(g); i++ {
-		acc[i] += g[i]
-	}
-}
+// accumulate does acc[i] += g[i], with Gonum's vector axpy (alpha 1 multiplies exactly, so the
+// sums are those of a loop).
+func accumulate(acc, g []float32) { addTo(acc[:len(g)], g) }
 
 func (o *hookGradOp) DiffWRT(int) []bool { return []bool{false} }
 

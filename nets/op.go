@@ -167,35 +167,49 @@ func chunks(n, minPerChunk int) int {
 
 // parallel runs fn over [0, n) split into chunks(n, minPerChunk) contiguous pieces; chunk is the
 // index of the piece, so that fn can use per-chunk scratch space prepared beforehand. A single
-// piece runs inline.
+// piece runs inline; otherwise the calling goroutine runs the first piece itself.
 func parallel(n, minPerChunk int, fn func(chunk, lo, hi int)) {
 	w := chunks(n, minPerChunk)
 	if w == 1 {
 		fn(0, 0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var perr any
-	for c := 0; c < w; c++ {
-		lo, hi := c*n/w, (c+1)*n/w
-		wg.Add(1)
-		go func(c, lo, hi int) {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					perr = r
-					mu.Unlock()
-				}
-			}()
-			fn(c, lo, hi)
-		}(c, lo, hi)
+	j := &parallelJob{fn: fn}
+	j.wg.Add(w - 1)
+	for c := 1; c < w; c++ {
+		go j.run(c, c*n/w, (c+1)*n/w)
 	}
-	wg.Wait()
-	if perr != nil {
-		panic(perr) // re-raised on the op's goroutine, where guard turns it into an error
+	j.do(0, 0, n/w)
+	j.wg.Wait()
+	if j.perr != nil {
+		panic(j.perr) // re-raised on the op's goroutine, where guard turns it into an error
 	}
+}
+
+// parallelJob is what the goroutines of one parallel call share: one allocation per call,
+// where closures over the same variables took one per variable and goroutine.
+type parallelJob struct {
+	fn   func(chunk, lo, hi int)
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	perr any
+}
+
+func (j *parallelJob) run(c, lo, hi int) {
+	defer j.wg.Done()
+	j.do(c, lo, hi)
+}
+
+// do runs one piece, keeping a panic for the caller.
+func (j *parallelJob) do(c, lo, hi int) {
+	defer func() {
+		if r := recover(); r != nil {
+			j.mu.Lock()
+			j.perr = r
+			j.mu.Unlock()
+		}
+	}()
+	j.fn(c, lo, hi)
 }
 
 // scratch is per-chunk working memory of an op, sized before the chunks start.

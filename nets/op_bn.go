@@ -351,10 +351,15 @@ func (o *bnDParamOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 
 // The per-channel loops below keep eight partial sums: a single running float32 sum waits on
 // the latency of every addition, eight independent ones let the additions overlap (about 2.5×
-// faster). The result differs from the sequential sum only by float32 rounding.
+// faster). The result differs from the sequential sum only by float32 rounding. Where the CPU
+// has AVX-512 they run as the vector loops of bn_amd64.s (bnVector), 16 partial sums, which
+// keep the sums of the masked and unmasked gradient equal to each other in the same way.
 
 // sumF32 returns Σ x.
 func sumF32(x []float32) float32 {
+	if bnVector && len(x) > 0 {
+		return sumVec(&x[0], len(x))
+	}
 	var p [8]float32
 	i := 0
 	for ; i+8 <= len(x); i += 8 {
@@ -376,6 +381,9 @@ func sumF32(x []float32) float32 {
 
 // sumSqDev returns Σ (x-m)².
 func sumSqDev(x []float32, m float32) float32 {
+	if bnVector && len(x) > 0 {
+		return sumSqDevVec(&x[0], len(x), m)
+	}
 	var p [8]float32
 	i := 0
 	for ; i+8 <= len(x); i += 8 {
@@ -401,6 +409,9 @@ func sumSqDev(x []float32, m float32) float32 {
 // sumDyDev returns Σ dy and Σ dy·(x-m), four partial sums each.
 func sumDyDev(dy, x []float32, m float32) (sdy, sdyx float32) {
 	x = x[:len(dy)]
+	if bnVector && len(dy) > 0 {
+		return sumDyDevVec(&dy[0], &dy[0], &dy[0], &x[0], len(dy), m, 0)
+	}
 	var p, q [4]float32
 	i := 0
 	for ; i+4 <= len(dy); i += 4 {
@@ -426,6 +437,9 @@ func sumDyDev(dy, x []float32, m float32) (sdy, sdyx float32) {
 // give the same bits.
 func sumMaskedDyDev(dy, y, x []float32, m float32) (sdy, sdyx float32) {
 	y, x = y[:len(dy)], x[:len(dy)]
+	if bnVector && len(dy) > 0 {
+		return sumDyDevVec(&dy[0], &dy[0], &y[0], &x[0], len(dy), m, 1)
+	}
 	var p, q [4]float32
 	i := 0
 	for ; i+4 <= len(dy); i += 4 {
@@ -447,6 +461,9 @@ func sumMaskedDyDev(dy, y, x []float32, m float32) (sdy, sdyx float32) {
 // maskSumDyDev sets g to dy masked by y > 0 and returns sumMaskedDyDev's sums, in one pass.
 func maskSumDyDev(g, dy, y, x []float32, m float32) (sdy, sdyx float32) {
 	g, y, x = g[:len(dy)], y[:len(dy)], x[:len(dy)]
+	if bnVector && len(dy) > 0 {
+		return sumDyDevVec(&g[0], &dy[0], &y[0], &x[0], len(dy), m, 3)
+	}
 	var p, q [4]float32
 	i := 0
 	for ; i+4 <= len(dy); i += 4 {
@@ -479,6 +496,10 @@ func masked(dy, y float32) float32 {
 // affine sets y = x·a + b.
 func affine(y, x []float32, a, b float32) {
 	y = y[:len(x)]
+	if bnVector && len(x) > 0 {
+		affineVec(&y[0], &x[0], len(x), a, b, false)
+		return
+	}
 	for i, e := range x {
 		y[i] = e*a + b
 	}
@@ -487,6 +508,10 @@ func affine(y, x []float32, a, b float32) {
 // affineReLU sets y = max(x·a + b, 0), branch-free like reluForward.
 func affineReLU(y, x []float32, a, b float32) {
 	y = y[:len(x)]
+	if bnVector && len(x) > 0 {
+		affineVec(&y[0], &x[0], len(x), a, b, true)
+		return
+	}
 	for i, e := range x {
 		u := math.Float32bits(e*a + b)
 		if u-0x80000000 <= 0x7f800000 {
@@ -499,6 +524,10 @@ func affineReLU(y, x []float32, a, b float32) {
 // bnGrad sets dx = a·(dy - mdy - x̂·mdyx) with x̂ = (x-m)·is.
 func bnGrad(dx, dy, x []float32, m, is, a, mdy, mdyx float32) {
 	dx, x = dx[:len(dy)], x[:len(dy)]
+	if bnVector && len(dy) > 0 {
+		bnGradVec(&dx[0], &dy[0], &x[0], len(dy), m, is, a, mdy, mdyx)
+		return
+	}
 	for i, g := range dy {
 		xh := (x[i] - m) * is
 		dx[i] = a * (g - mdy - xh*mdyx)

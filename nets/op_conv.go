@@ -25,6 +25,8 @@ type convGeom struct {
 	// (c, i, j) of the column matrix starts in shiftedPlanes' output, whose planes are extent long.
 	rows   []int
 	extent int
+
+	wino *winoGeom // the tiling, when the convolution runs with Winograd (winograd.go)
 }
 
 // convTap is where one kernel tap of a shifted geometry reads: output position q reads input
@@ -88,7 +90,12 @@ const minSlotGroups = 4
 // groups run one after another, worker and slot 0, each with its GEMM (and column work) split
 // across cores (par).
 func (g *convGeom) forEachGroup(nb int, fn func(worker, slot, n0, cnt int, par bool)) {
-	size := min(g.group, nb)
+	forEachGroupOf(nb, g.group, fn)
+}
+
+// forEachGroupOf is forEachGroup for groups of group images.
+func forEachGroupOf(nb, group int, fn func(worker, slot, n0, cnt int, par bool)) {
+	size := min(group, nb)
 	groups := (nb + size - 1) / size
 	if groups >= minSlotGroups || size == 1 {
 		dynamic(groups, convSlots, func(worker, slot, lo, hi int) {
@@ -107,7 +114,12 @@ func (g *convGeom) forEachGroup(nb int, fn func(worker, slot, n0, cnt int, par b
 // scratchChunks returns the number of workers forEachGroup runs, each needing scratch space of
 // its own, the most images per call and the number of slots.
 func (g *convGeom) scratchChunks(nb int) (k, size, slots int) {
-	size = min(g.group, nb)
+	return groupChunks(nb, g.group)
+}
+
+// groupChunks is scratchChunks for forEachGroupOf.
+func groupChunks(nb, group int) (k, size, slots int) {
+	size = min(group, nb)
 	groups := (nb + size - 1) / size
 	if groups >= minSlotGroups || size == 1 {
 		return dynamicWorkers(groups, convSlots), size, min(groups, convSlots)
@@ -393,7 +405,9 @@ func scatter(dst, src []float32, c, plane, n0, cnt int) {
 // GEMMs over column matrices, one per image or, for small feature maps, per group of images side
 // by side, the work split across cores. It replaces Gorgonia's Conv2d, whose im2col, col2im and
 // output transposes are single-threaded and take most of a step. The backward ops recompute the
-// column matrices instead of keeping them alive between forward and backward.
+// column matrices instead of keeping them alive between forward and backward. Stride-1 3×3
+// convolutions with enough channels run with Winograd instead, forward and backward
+// (winograd.go).
 type convOp struct {
 	opBase
 	g      convGeom
@@ -401,6 +415,11 @@ type convOp struct {
 	y      buffer
 	cols   scratch
 	outs   scratch
+
+	// With Winograd, the transformed filters, which the input gradient reuses: the filters do
+	// not change between a step's forward and backward passes.
+	u  []float32
+	ws winoScratch
 }
 
 // conv2d applies a convOp; b may be nil.
@@ -413,6 +432,7 @@ func conv2d(x, w, b *G.Node, stride, pad int, needDX bool) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.useWinograd()
 	arity := 2
 	ch := G.Nodes{x, w}
 	if b != nil {
@@ -453,6 +473,11 @@ func (o *convOp) Do(vs ...G.Value) (v G.Value, err error) {
 	var bias []float32
 	if o.arity == 3 {
 		bias = in[2]
+	}
+	if g.wino != nil {
+		o.u = g.winoFilters(o.u, w)
+		g.winoForward(y, x, o.u, bias, nb, &o.ws)
+		return t, nil
 	}
 	g.forward(y, x, w, bias, nb, &o.cols, &o.outs)
 	return t, nil
@@ -549,20 +574,24 @@ func (o *convOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	var dx G.Op
 	if o.needDX {
 		op := &convDXOp{opBase: opBase{name: o.name + ".dx", arity: 2}, fwd: o}
-		op.flipped, op.flip = o.g.transposedGeom()
+		if o.g.wino == nil {
+			op.flipped, op.flip = o.g.transposedGeom()
+		}
 		dx = op
 	}
 	return weightedGrads(in, grad, dx, &convDWOp{opBase: opBase{name: o.name + ".dw", arity: 2}, fwd: o})
 }
 
 // convDXOp computes the input gradient: col2im(Wᵀ·dy) per image, or for stride-1 convolutions
-// with "same" padding the convolution of dy with the flipped filters (transposedGeom).
+// with "same" padding the convolution of dy with the flipped filters (transposedGeom), or that of
+// the Winograd computation when the forward runs with it.
 type convDXOp struct {
 	opBase
 	fwd  *convOp
 	dx   buffer
 	cols scratch
 	dys  scratch
+	ws   winoScratch
 
 	flip    bool
 	flipped convGeom
@@ -591,6 +620,13 @@ func (o *convDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 	nb := len(dy) / (g.cout * g.outPlane)
 	imgIn := g.cin * g.h * g.w
 	t, dx := o.dx.get(tensor.Shape{nb, g.cin, g.h, g.w}, false)
+	if g.wino != nil {
+		if len(o.fwd.u) != 16*g.wino.us { // not run forward: an error elsewhere, but be exact
+			o.fwd.u = g.winoFilters(o.fwd.u, w)
+		}
+		g.winoBackwardData(dx, dy, o.fwd.u, nb, &o.ws)
+		return t, nil
+	}
 	// Flipping costs a pass over the filters, col2im one over cin·k·k columns per position: with
 	// few positions per filter (the 2×2 and 4×4 layers of VGG) col2im costs less.
 	if o.flip && nb*g.outPlane >= 4*max(g.cin, g.cout) {
@@ -646,6 +682,7 @@ type convDWOp struct {
 	cols scratch
 	dys  scratch
 	acc  scratch // per-chunk partial sums; chunk 0 sums into the output
+	ws   winoScratch
 }
 
 func (o *convDWOp) Type() hm.Type { return fnType(4, 4, 4) }
@@ -665,6 +702,10 @@ func (o *convDWOp) Do(vs ...G.Value) (v G.Value, err error) {
 	x, dy := in[0], in[1]
 	nb := len(x) / (g.cin * g.h * g.w)
 	t, dw := o.dw.get(tensor.Shape{g.cout, g.cin, g.k, g.k}, false)
+	if g.wino != nil {
+		g.winoBackwardFilter(dw, x, dy, nb, &o.ws, &o.acc)
+		return t, nil
+	}
 	k, size, slots := g.scratchChunks(nb)
 	o.cols.ensure(k, g.kdim*size*g.outPlane)
 	if size > 1 {

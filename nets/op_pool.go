@@ -55,6 +55,12 @@ func (o *maxPoolOp) Do(vs ...G.Value) (v G.Value, err error) {
 			for oy := 0; oy < oh; oy++ {
 				r0, r1 := xp[2*oy*w:][:w], xp[(2*oy+1)*w:][:w]
 				yr, ar := y[(p*oh+oy)*ow:][:ow], o.arg[(p*oh+oy)*ow:][:ow]
+				if poolVector {
+					for ox := 0; ox < ow; ox += 16 {
+						maxPoolRow16(&yr[ox], &ar[ox], &r0[2*ox], &r1[2*ox], min(16, ow-ox))
+					}
+					continue
+				}
 				for ox := range yr {
 					m, a := r0[2*ox], uint8(0)
 					if v := r0[2*ox+1]; v > m {
@@ -120,6 +126,12 @@ func (o *maxPoolGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 			for oy := 0; oy < oh; oy++ {
 				r0, r1 := dp[2*oy*w:][:w], dp[(2*oy+1)*w:][:w]
 				gr, ar := dy[(p*oh+oy)*ow:][:ow], f.arg[(p*oh+oy)*ow:][:ow]
+				if poolVector {
+					for ox := 0; ox < ow; ox += 16 {
+						maxPoolGradRow16(&r0[2*ox], &r1[2*ox], &gr[ox], &ar[ox], min(16, ow-ox))
+					}
+					continue
+				}
 				for ox, g := range gr {
 					var q [4]float32
 					q[ar[ox]&3] = g

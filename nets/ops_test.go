@@ -100,48 +100,59 @@ func assertClose(t *testing.T, what string, a, b []float32) {
 // feature maps small enough to be grouped several images per GEMM and large enough not to be,
 // and input gradients through col2im and through the flipped filters.
 func TestConvMatchesGorgonia(t *testing.T) {
-	for _, c := range []struct{ cin, h, w, cout, k, stride, pad int }{
-		{3, 7, 6, 4, 3, 1, 1},
-		{3, 7, 7, 5, 3, 2, 1},
-		{2, 8, 8, 3, 3, 2, 1},
-		{4, 7, 7, 3, 1, 2, 0},
-		{4, 5, 5, 3, 1, 1, 0}, // direct: no column matrix
-		{2, 6, 5, 3, 3, 1, 0},
-		{2, 16, 17, 3, 3, 1, 1}, // one image per GEMM
-		{3, 16, 16, 2, 1, 1, 0}, // one image per GEMM, direct
-		{2, 8, 16, 3, 3, 1, 1},  // groups of two: the last one is a single image
-		{4, 8, 16, 3, 1, 1, 0},  // the same, direct
-		{16, 2, 2, 12, 3, 1, 1}, // few positions per filter: col2im rather than flipped filters
-		{2, 16, 16, 3, 5, 1, 2}, // one image per GEMM, planes shifted by up to two
-		{3, 20, 13, 4, 3, 1, 1}, // one image per GEMM, odd row length
+	for _, c := range []convCase{
+		{3, 7, 6, 4, 3, 1, 1, 0},
+		{3, 7, 7, 5, 3, 2, 1, 0},
+		{2, 8, 8, 3, 3, 2, 1, 0},
+		{4, 7, 7, 3, 1, 2, 0, 0},
+		{4, 5, 5, 3, 1, 1, 0, 0}, // direct: no column matrix
+		{2, 6, 5, 3, 3, 1, 0, 0},
+		{2, 16, 17, 3, 3, 1, 1, 0}, // one image per GEMM
+		{3, 16, 16, 2, 1, 1, 0, 0}, // one image per GEMM, direct
+		{2, 8, 16, 3, 3, 1, 1, 0},  // groups of two: the last one is a single image
+		{4, 8, 16, 3, 1, 1, 0, 0},  // the same, direct
+		{16, 2, 2, 12, 3, 1, 1, 0}, // few positions per filter: col2im rather than flipped filters
+		{2, 16, 16, 3, 5, 1, 2, 0}, // one image per GEMM, planes shifted by up to two
+		{3, 20, 13, 4, 3, 1, 1, 0}, // one image per GEMM, odd row length
 	} {
-		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(1, uint64(c.h*c.k+c.stride)))
-			x := randTensor(r, 3, c.cin, c.h, c.w)
-			w := randTensor(r, c.cout, c.cin, c.k, c.k)
-			bias := randTensor(r, c.cout)
-			oh, ow := (c.h+2*c.pad-c.k)/c.stride+1, (c.w+2*c.pad-c.k)/c.stride+1
-			rr := randSlice(r, 3*c.cout*oh*ow)
-			want, wantG := runGraph(t, []*tensor.Dense{x, w}, rr, func(n []*G.Node) (*G.Node, error) {
-				return G.Conv2d(n[0], n[1], tensor.Shape{c.k, c.k}, []int{c.pad, c.pad}, []int{c.stride, c.stride}, []int{1, 1})
-			})
-			got, gotG := runGraph(t, []*tensor.Dense{x, w, bias}, rr, func(n []*G.Node) (*G.Node, error) {
-				return conv2d(n[0], n[1], n[2], c.stride, c.pad, true)
-			})
-			plane := oh * ow
-			for i := range want {
-				want[i] += bias.Float32s()[(i/plane)%c.cout]
-			}
-			assertClose(t, "output", got, want)
-			assertClose(t, "dx", gotG[0], wantG[0])
-			assertClose(t, "dw", gotG[1], wantG[1])
-			db := make([]float32, c.cout)
-			for i, v := range rr {
-				db[(i/plane)%c.cout] += v
-			}
-			assertClose(t, "db", gotG[2], db)
-		})
+		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) { checkConv(t, c) })
 	}
+}
+
+// convCase is a convolution's geometry.
+type convCase struct{ cin, h, w, cout, k, stride, pad, batch int }
+
+// checkConv compares the conv op's output and gradients (input, filters, bias) on a batch of
+// random images (three unless c says otherwise) with Gorgonia's Conv2d.
+func checkConv(t *testing.T, c convCase) {
+	r := rand.New(rand.NewPCG(1, uint64(c.h*c.k+c.stride)))
+	nb := c.batch
+	if nb == 0 {
+		nb = 3
+	}
+	x := randTensor(r, nb, c.cin, c.h, c.w)
+	w := randTensor(r, c.cout, c.cin, c.k, c.k)
+	bias := randTensor(r, c.cout)
+	oh, ow := (c.h+2*c.pad-c.k)/c.stride+1, (c.w+2*c.pad-c.k)/c.stride+1
+	rr := randSlice(r, nb*c.cout*oh*ow)
+	want, wantG := runGraph(t, []*tensor.Dense{x, w}, rr, func(n []*G.Node) (*G.Node, error) {
+		return G.Conv2d(n[0], n[1], tensor.Shape{c.k, c.k}, []int{c.pad, c.pad}, []int{c.stride, c.stride}, []int{1, 1})
+	})
+	got, gotG := runGraph(t, []*tensor.Dense{x, w, bias}, rr, func(n []*G.Node) (*G.Node, error) {
+		return conv2d(n[0], n[1], n[2], c.stride, c.pad, true)
+	})
+	plane := oh * ow
+	for i := range want {
+		want[i] += bias.Float32s()[(i/plane)%c.cout]
+	}
+	assertClose(t, "output", got, want)
+	assertClose(t, "dx", gotG[0], wantG[0])
+	assertClose(t, "dw", gotG[1], wantG[1])
+	db := make([]float32, c.cout)
+	for i, v := range rr {
+		db[(i/plane)%c.cout] += v
+	}
+	assertClose(t, "db", gotG[2], db)
 }
 
 // TestLinearMatchesGorgonia compares the linear op with x·Wᵀ + b built from Gorgonia ops.
@@ -204,21 +215,78 @@ func TestAddReLUMatchesGorgonia(t *testing.T) {
 }
 
 // TestMaxPoolMatchesGorgonia compares the 2×2 max pool with Gorgonia's MaxPool2D, on even and odd
-// feature maps.
+// feature maps, and rows of one to several vectors of windows, with the scalar and vector loops.
 func TestMaxPoolMatchesGorgonia(t *testing.T) {
-	for _, shape := range [][]int{{2, 3, 4, 6}, {3, 2, 5, 7}} {
-		t.Run(fmt.Sprint(shape), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(8, uint64(shape[2])))
-			x := randTensor(r, shape...)
-			rr := randSlice(r, shape[0]*shape[1]*(shape[2]/2)*(shape[3]/2))
-			want, wantG := runGraph(t, []*tensor.Dense{x}, rr, func(n []*G.Node) (*G.Node, error) {
-				return G.MaxPool2D(n[0], tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
-			})
-			got, gotG := runGraph(t, []*tensor.Dense{x}, rr, func(n []*G.Node) (*G.Node, error) { return maxPool2x2(n[0]) })
-			assertClose(t, "output", got, want)
-			assertClose(t, "dx", gotG[0], wantG[0])
-		})
+	defer func(v bool) { poolVector = v }(poolVector)
+	have := poolVector
+	for _, shape := range [][]int{{2, 3, 4, 6}, {3, 2, 5, 7}, {2, 2, 4, 34}, {1, 2, 2, 66}, {1, 1, 3, 2}} {
+		for _, vector := range []bool{false, true} {
+			if vector && !have {
+				continue
+			}
+			poolVector = vector
+			t.Run(fmt.Sprint(shape, "/vector=", vector), func(t *testing.T) { checkMaxPool(t, shape) })
+		}
 	}
+}
+
+// TestMaxPoolVectorMatchesScalar compares the vector rows of the max pool with the scalar loop
+// bitwise, winners included, where ties, NaNs, infinities and signed zeros decide.
+func TestMaxPoolVectorMatchesScalar(t *testing.T) {
+	if !poolVector {
+		t.Skip("no vector rows on this CPU")
+	}
+	defer func(v bool) { poolVector = v }(poolVector)
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	vals := []float32{1, 1, -1, 0, float32(math.Copysign(0, -1)), inf, -inf, nan, 2, -2}
+	r := rand.New(rand.NewPCG(31, 32))
+	const b, c, h, w = 2, 3, 6, 40
+	x := make([]float32, b*c*h*w)
+	for i := range x {
+		x[i] = vals[r.IntN(len(vals))]
+	}
+	dy := randSlice(r, b*c*(h/2)*(w/2))
+	run := func(vector bool) (y, dx []float32, arg []uint8) {
+		poolVector = vector
+		op := &maxPoolOp{opBase: opBase{name: "pool", arity: 1}, in: tensor.Shape{b, c, h, w}}
+		yt, err := op.Do(tensor.New(tensor.WithBacking(append([]float32(nil), x...)), tensor.WithShape(b, c, h, w)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &maxPoolGradOp{opBase: opBase{name: "pool.dx", arity: 1}, fwd: op}
+		dxt, err := g.Do(tensor.New(tensor.WithBacking(append([]float32(nil), dy...)), tensor.WithShape(b, c, h/2, w/2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		yf, _ := floats(yt)
+		df, _ := floats(dxt)
+		return append([]float32(nil), yf...), append([]float32(nil), df...), append([]uint8(nil), op.arg...)
+	}
+	y0, dx0, a0 := run(false)
+	y1, dx1, a1 := run(true)
+	for i := range y0 {
+		if math.Float32bits(y0[i]) != math.Float32bits(y1[i]) || a0[i] != a1[i] {
+			t.Fatalf("window %d: vector max %g (place %d), scalar %g (place %d)", i, y1[i], a1[i], y0[i], a0[i])
+		}
+	}
+	for i := range dx0 {
+		if math.Float32bits(dx0[i]) != math.Float32bits(dx1[i]) {
+			t.Fatalf("dx[%d]: vector %g, scalar %g", i, dx1[i], dx0[i])
+		}
+	}
+}
+
+// checkMaxPool compares the max pool with Gorgonia's on a random input of the given shape.
+func checkMaxPool(t *testing.T, shape []int) {
+	r := rand.New(rand.NewPCG(8, uint64(shape[2])))
+	x := randTensor(r, shape...)
+	rr := randSlice(r, shape[0]*shape[1]*(shape[2]/2)*(shape[3]/2))
+	want, wantG := runGraph(t, []*tensor.Dense{x}, rr, func(n []*G.Node) (*G.Node, error) {
+		return G.MaxPool2D(n[0], tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
+	})
+	got, gotG := runGraph(t, []*tensor.Dense{x}, rr, func(n []*G.Node) (*G.Node, error) { return maxPool2x2(n[0]) })
+	assertClose(t, "output", got, want)
+	assertClose(t, "dx", gotG[0], wantG[0])
 }
 
 // TestBatchNormMatchesGorgonia compares training-mode BatchNorm (output, gradients and running

@@ -96,9 +96,21 @@ func TestReluSpecialValues(t *testing.T) {
 	}
 }
 
-// TestBatchNormSums checks the unrolled per-channel sums against float64 loops on lengths around
-// their unrolling.
+// TestBatchNormSums checks the unrolled per-channel sums, scalar and vector, against float64 loops
+// on lengths around their unrolling.
 func TestBatchNormSums(t *testing.T) {
+	defer func(v bool) { bnVector = v }(bnVector)
+	have := bnVector
+	for _, vector := range []bool{false, true} {
+		if vector && !have {
+			continue
+		}
+		bnVector = vector
+		batchNormSums(t)
+	}
+}
+
+func batchNormSums(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, n := range []int{0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 64, 1023} {
 		x, dy := randSlice(r, n), randSlice(r, n)

@@ -24,38 +24,50 @@ func dynamic(n, pieces int, fn func(worker, piece, lo, hi int)) {
 		}
 		return
 	}
-	var next atomic.Int64
-	var mu sync.Mutex
-	var perr any
-	run := func(worker int) {
-		defer func() {
-			if r := recover(); r != nil {
-				mu.Lock()
-				perr = r
-				mu.Unlock()
-				next.Store(int64(pieces)) // the others stop after their current piece
-			}
-		}()
-		for {
-			p := int(next.Add(1) - 1)
-			if p >= pieces {
-				return
-			}
-			fn(worker, p, p*n/pieces, (p+1)*n/pieces)
-		}
-	}
-	var wg sync.WaitGroup
+	j := &dynamicJob{n: n, pieces: pieces, fn: fn}
+	j.wg.Add(w - 1)
 	for i := 1; i < w; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			run(i)
-		}(i)
+		go j.runAndDone(i)
 	}
-	run(0)
-	wg.Wait()
-	if perr != nil {
-		panic(perr) // re-raised on the op's goroutine, where guard turns it into an error
+	j.run(0)
+	j.wg.Wait()
+	if j.perr != nil {
+		panic(j.perr) // re-raised on the op's goroutine, where guard turns it into an error
+	}
+}
+
+// dynamicJob is what the goroutines of one dynamic call share: one allocation per call, where
+// closures over the same variables took one per variable and goroutine.
+type dynamicJob struct {
+	n, pieces int
+	fn        func(worker, piece, lo, hi int)
+	next      atomic.Int64
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	perr      any
+}
+
+func (j *dynamicJob) runAndDone(worker int) {
+	defer j.wg.Done()
+	j.run(worker)
+}
+
+// run takes pieces until none is left, keeping a panic for the caller.
+func (j *dynamicJob) run(worker int) {
+	defer func() {
+		if r := recover(); r != nil {
+			j.mu.Lock()
+			j.perr = r
+			j.mu.Unlock()
+			j.next.Store(int64(j.pieces)) // the others stop after their current piece
+		}
+	}()
+	for {
+		p := int(j.next.Add(1) - 1)
+		if p >= j.pieces {
+			return
+		}
+		j.fn(worker, p, p*j.n/j.pieces, (p+1)*j.n/j.pieces)
 	}
 }
 

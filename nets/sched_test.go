@@ -1,6 +1,7 @@
 package nets
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -11,7 +12,7 @@ import (
 // TestGradientsDoNotDependOnCores trains the same step with one core and with two, several times,
 // and compares every gradient bitwise: the images of the 16×16 layers (one per GEMM) and the
 // groups of four of the 8×8 layers go in pieces the cores take as they come, and the filter
-// gradients must still be summed in a fixed order.
+// gradients must still be summed in a fixed order. It runs with im2col and with Winograd.
 func TestGradientsDoNotDependOnCores(t *testing.T) {
 	s := Spec{Arch: "resnet8", BatchSize: 16, Seed: 9, Channels: 3, Height: 16, Width: 16, Classes: 4, WidthMult: 0.25}
 	b := randBatch(s, s.BatchSize, 5)
@@ -25,13 +26,19 @@ func TestGradientsDoNotDependOnCores(t *testing.T) {
 	same := func(a, b []float32) bool {
 		return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
 	}
-	want := grads(1)
-	for run := range 4 {
-		for i, g := range grads(2 + run%2) {
-			if !same(g, want[i]) {
-				t.Fatalf("run %d: gradient %d differs from the one-core run", run, i)
+	for _, always := range []bool{false, true} {
+		t.Run(fmt.Sprint("winoAlways=", always), func(t *testing.T) {
+			defer func(a bool) { winoAlways = a }(winoAlways)
+			winoAlways = always
+			want := grads(1)
+			for run := range 4 {
+				for i, g := range grads(2 + run%2) {
+					if !same(g, want[i]) {
+						t.Fatalf("run %d: gradient %d differs from the one-core run", run, i)
+					}
+				}
 			}
-		}
+		})
 	}
 }
 

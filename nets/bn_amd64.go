@@ -1,0 +1,25 @@
+//go:build amd64 && !purego
+
+package nets
+
+import "golang.org/x/sys/cpu"
+
+// The vector loops of bn_amd64.s; see there for what they compute.
+
+//go:noescape
+func sumVec(x *float32, n int) float32
+
+//go:noescape
+func sumSqDevVec(x *float32, n int, m float32) float32
+
+//go:noescape
+func sumDyDevVec(out, dy, y, x *float32, n int, m float32, mode int) (sdy, sdyx float32)
+
+//go:noescape
+func affineVec(y, x *float32, n int, a, b float32, relu bool)
+
+//go:noescape
+func bnGradVec(dx, dy, x *float32, n int, m, is, a, mdy, mdyx float32)
+
+// bnVector enables the vector loops; tests turn it off to run the scalar ones.
+var bnVector = cpu.X86.HasAVX512F
