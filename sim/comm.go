@@ -339,14 +339,16 @@ func (s *simComm) SendRecv(send []byte, to, from int) ([]byte, error) {
 		exchange := s.exchange
 		s.mu.Unlock()
 		out = slices.Clone(send)
+		busiest := sent
 		if exchange != nil && from != s.rank {
 			out = exchange(send, from)
+			busiest = max(sent, len(out))
 		}
 		// Identical ranks send as much as this one, but a mirrored answer tells what the
 		// busiest sender sends.
 		sizes = make([]int, size)
 		for r := range sizes {
-			sizes[r] = max(sent, len(out))
+			sizes[r] = busiest
 		}
 	}
 	c, at, err := s.start(&s.stats.SendRecv, sent, sent, sizes, func(b []int) time.Duration { return s.net.model.SendRecv(size, b) })
