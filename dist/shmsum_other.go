@@ -1,4 +1,6 @@
-//go:build !amd64 || purego
+//go:build !amd64 || purego || mpi
+
+// The mpi build sums in Go: Go refuses Go assembly in a package that uses cgo.
 
 package dist
 
