@@ -49,10 +49,10 @@ import (
 // k between exact steps in our tests, and with it the allgather. So when more than 4k/3
 // sums come, every worker keeps the top k of them, as in an exact step, and their
 // smallest magnitude becomes the global threshold; the gathered traffic of that step is
-// already spent, the next one's is back near k. The authors allreduce the boundary proposals as sums;
-// we gather them so that the mean is exact for any model size. The selector named in cfg
-// is not used: the thresholds are Ok-Topk's selection. A step whose density reaches 1
-// sends everything with one dense allreduce.
+// already spent, the next one's is back near k. The authors allreduce the boundary
+// proposals as sums; we gather them so that the mean is exact for any model size. The
+// selector named in cfg is not used: the thresholds are Ok-Topk's selection. A step whose
+// density reaches 1 sends everything with one dense allreduce.
 type OkTopk struct {
 	flatGradient
 	topk compress.TopK
