@@ -74,7 +74,6 @@ type ExDyna struct {
 	kth   compress.KthEstimator // measures the thresholds
 
 	// Scratch of one step.
-	sendAll  bool                 // the step sends every element densely
 	hists    []compress.Histogram // by partition: its worker's sample, when measuring
 	send     []byte
 	union    []int32
@@ -121,13 +120,10 @@ func NewExDyna(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.C
 // gradient.
 func (x *ExDyna) Wait() error {
 	return x.runStep(func(step, k int) error {
-		var err error
-		if x.sendAll = k >= x.numel(); x.sendAll {
-			err = x.dense()
-		} else {
-			err = x.sparse(step, k)
+		if k >= x.numel() {
+			return x.dense()
 		}
-		if err != nil {
+		if err := x.sparse(step, k); err != nil {
 			return err
 		}
 		x.finish()
@@ -273,10 +269,9 @@ type exStep struct {
 	Shares []float64 // by partition: its share of k the step selected with (measured)
 }
 
-// dense allreduces every accumulated element.
+// dense averages every accumulated element into the gradients.
 func (x *ExDyna) dense() error {
-	var err error
-	if x.vals, err = x.allReduceAll(x.vals); err != nil {
+	if err := x.averageAll(); err != nil {
 		return err
 	}
 	x.meter.SetExtra(pipeline.PartitionImbalance, x.imbalanceOfSpans())
@@ -574,17 +569,11 @@ func (x *ExDyna) scale(ratio float64) {
 	}
 }
 
-// finish writes the average of the step's values into the tensors' gradients: the union's
-// elements, or every element in a dense step, and zero elsewhere.
+// finish writes the average of the step's values into the tensors' gradients at the union's
+// elements, and zero elsewhere.
 func (x *ExDyna) finish() {
 	world := float32(x.comm.Size())
 	for id, t := range x.tensors {
-		if x.sendAll {
-			for i, v := range x.vals[x.offsets[id]:x.offsets[id+1]] {
-				t.Grad[i] = v / world
-			}
-			continue
-		}
 		clear(t.Grad)
 		off := x.offsets[id]
 		for j := x.ranges[id]; j < x.ranges[id+1]; j++ {

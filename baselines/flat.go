@@ -131,37 +131,26 @@ func (f *flatGradient) Metrics() pipeline.StepMetrics { return f.metrics }
 // Close implements pipeline.Pipeline; the communicator belongs to the caller.
 func (f *flatGradient) Close() error { return nil }
 
-// allReduceAll is a step that sends everything: it sums every accumulated element over
-// the ranks into vals (reused) and clears the memory.
-func (f *flatGradient) allReduceAll(vals []float32) ([]float32, error) {
-	vals = append(vals[:0], f.flat...)
-	if err := f.comm.AllReduce(vals, dist.Sum); err != nil {
-		return vals, fmt.Errorf("%s: allreduce of the dense gradient: %w", f.name, err)
-	}
-	for id, t := range f.tensors {
-		for i := len(f.iota); i < len(t.Grad); i++ {
-			f.iota = append(f.iota, int32(i))
-		}
-		if err := f.mem.Sent(id, f.iota[:len(t.Grad)]); err != nil {
-			return vals, err
-		}
-	}
-	f.meter.Selected(0, f.numel(), 0)
-	return vals, nil
-}
-
-// averageAll is a step that sends everything and writes the average into every Grad.
+// averageAll is a step that sends everything: it sums every accumulated element over the
+// ranks, writes the average into every Grad and clears the memory.
 func (f *flatGradient) averageAll() error {
-	var err error
-	if f.dense, err = f.allReduceAll(f.dense); err != nil {
-		return err
+	f.dense = append(f.dense[:0], f.flat...)
+	if err := f.comm.AllReduce(f.dense, dist.Sum); err != nil {
+		return fmt.Errorf("%s: allreduce of the dense gradient: %w", f.name, err)
 	}
 	world := float32(f.comm.Size())
 	for id, t := range f.tensors {
 		for i, v := range f.dense[f.offsets[id]:f.offsets[id+1]] {
 			t.Grad[i] = v / world
 		}
+		for i := len(f.iota); i < len(t.Grad); i++ {
+			f.iota = append(f.iota, int32(i))
+		}
+		if err := f.mem.Sent(id, f.iota[:len(t.Grad)]); err != nil {
+			return err
+		}
 	}
+	f.meter.Selected(0, f.numel(), 0)
 	return nil
 }
 
