@@ -3,7 +3,6 @@ package dist
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 )
@@ -68,18 +67,11 @@ func checkAllToAll(t *testing.T, comms []Communicator, n int) {
 
 func TestAllToAllVMatchesReference(t *testing.T) {
 	checkGoroutines(t)
-	for _, be := range backends {
-		for _, v := range algorithmVariants {
-			for P := 1; P <= 5; P++ {
-				t.Run(fmt.Sprintf("%s/%s/P=%d", be.name, v.name, P), func(t *testing.T) {
-					comms := be.start(t, P, v.opts...)
-					for _, n := range []int{0, 1, 1009, 70000} {
-						checkAllToAll(t, comms, n)
-					}
-				})
-			}
+	forEachJob(t, func(t *testing.T, comms []Communicator) {
+		for _, n := range []int{0, 1, 1009, 70000} {
+			checkAllToAll(t, comms, n)
 		}
-	}
+	})
 }
 
 // TestAllToAllVInvalid: a rank that passes the wrong number of blocks, or one block over
@@ -193,21 +185,14 @@ func checkSendRecv(t *testing.T, comms []Communicator, n int) {
 
 func TestSendRecvMatchesReference(t *testing.T) {
 	checkGoroutines(t)
-	for _, be := range backends {
-		for _, v := range algorithmVariants {
-			for P := 1; P <= 5; P++ {
-				t.Run(fmt.Sprintf("%s/%s/P=%d", be.name, v.name, P), func(t *testing.T) {
-					comms := be.start(t, P, v.opts...)
-					for _, n := range []int{0, 1009, 70000} {
-						checkSendRecv(t, comms, n)
-					}
-					if s := comms[0].Stats().SendRecv; s.Calls != int64(3*P) {
-						t.Errorf("rank 0 counted %d sendrecvs, want %d", s.Calls, 3*P)
-					}
-				})
-			}
+	forEachJob(t, func(t *testing.T, comms []Communicator) {
+		for _, n := range []int{0, 1009, 70000} {
+			checkSendRecv(t, comms, n)
 		}
-	}
+		if s, P := comms[0].Stats().SendRecv, len(comms); s.Calls != int64(3*P) {
+			t.Errorf("rank 0 counted %d sendrecvs, want %d", s.Calls, 3*P)
+		}
+	})
 }
 
 // sendRecvMisuse are the ways ranks can call a sendrecv wrongly, and what every rank's
