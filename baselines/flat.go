@@ -1,6 +1,7 @@
 package baselines
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -152,6 +153,52 @@ func (f *flatGradient) averageAll() error {
 	}
 	f.meter.Selected(0, f.numel(), 0)
 	return nil
+}
+
+// Ok-Topk's and SparDL's allgathers carry, from rank j, (u32 index, f32 value) pairs,
+// little-endian, of elements of its part [bounds[j], bounds[j+1]) of the flattened
+// gradient, indices ascending.
+const pairBytes = 8
+
+// appendParts decodes such allgathered messages into idx and vals, checking every pair;
+// the result is ascending, since the parts are.
+func (f *flatGradient) appendParts(idx []int32, vals []float32, msgs [][]byte, bounds []int) ([]int32, []float32, error) {
+	for j, m := range msgs {
+		if len(m)%pairBytes != 0 {
+			return idx, vals, fmt.Errorf("%s: rank %d sent %d bytes of pairs, not whole pairs", f.name, j, len(m))
+		}
+		lo, hi := bounds[j], bounds[j+1]
+		prev := lo - 1
+		for i := 0; i < len(m); i += pairBytes {
+			at := int(binary.LittleEndian.Uint32(m[i:]))
+			v := math.Float32frombits(binary.LittleEndian.Uint32(m[i+4:]))
+			if at <= prev || at >= hi || !compress.Finite(v) {
+				return idx, vals, fmt.Errorf("%s: rank %d sent element %d = %g outside its part [%d, %d) or out of order", f.name, j, at, v, lo, hi)
+			}
+			prev = at
+			idx, vals = append(idx, int32(at)), append(vals, v)
+		}
+	}
+	return idx, vals, nil
+}
+
+// averageAt writes the average over the ranks of vals at the ascending indices idx into the
+// tensors' Grad, zero elsewhere, and returns how many non-empty tensors got nothing.
+func (f *flatGradient) averageAt(idx []int32, vals []float32) (missing int) {
+	world := float32(f.comm.Size())
+	s := 0
+	for id, t := range f.tensors {
+		clear(t.Grad)
+		lo, hi := f.offsets[id], f.offsets[id+1]
+		first := s
+		for ; s < len(idx) && int(idx[s]) < hi; s++ {
+			t.Grad[int(idx[s])-lo] = vals[s] / world
+		}
+		if s == first && hi > lo {
+			missing++
+		}
+	}
+	return missing
 }
 
 // state is the checkpointed state: the step count, the memory and the pipeline's extra.

@@ -1,11 +1,14 @@
 package baselines
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/compress"
+	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
 
@@ -57,6 +60,36 @@ func TestFlatPipelinesRejectNonFinite(t *testing.T) {
 		var nf *compress.NonFiniteError
 		if !errors.As(err, &nf) {
 			t.Errorf("%s: error %v is not a NonFiniteError", name, err)
+		}
+	}
+}
+
+// TestAppendPartsRefusesBadPairs: an allgathered message with a broken pair, an index
+// outside its sender's part or out of order, or a non-finite value is refused, naming the
+// sender.
+func TestAppendPartsRefusesBadPairs(t *testing.T) {
+	x, err := NewOkTopk(dist.NewInProc(1)[0], pipelinetest.Tensors([]int{10}), compress.Config{Density: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := func(at uint32, v float32) []byte {
+		return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, at), math.Float32bits(v))
+	}
+	bounds := []int{0, 5, 10}
+	good := append(pair(5, 1), pair(9, -2)...)
+	if idx, vals, err := x.appendParts(nil, nil, [][]byte{pair(2, 3), good}, bounds); err != nil || len(idx) != 3 || idx[2] != 9 || vals[2] != -2 {
+		t.Fatalf("good messages: %v %v, %v", idx, vals, err)
+	}
+	for name, m := range map[string][]byte{
+		"broken pair":    good[:12],
+		"outside":        pair(4, 1),
+		"out of order":   append(pair(9, 1), pair(5, 1)...),
+		"repeated":       append(pair(6, 1), pair(6, 1)...),
+		"not finite":     pair(7, float32(math.NaN())),
+		"past the model": pair(10, 1),
+	} {
+		if _, _, err := x.appendParts(nil, nil, [][]byte{nil, m}, bounds); err == nil || !strings.Contains(err.Error(), "rank 1") {
+			t.Errorf("%s: %v, want an error naming rank 1", name, err)
 		}
 	}
 }

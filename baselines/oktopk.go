@@ -275,9 +275,8 @@ func (x *OkTopk) repartition() error {
 }
 
 // The pairs a worker sends to a region's owner are (u32 offset in the region, f32 value),
-// little-endian, offsets ascending; the messages of the global selection are the same
-// with absolute indices.
-const okPair = 8
+// little-endian, offsets ascending, pairBytes each; the messages of the global selection
+// are as appendParts reads them, with absolute indices.
 
 // fillBlocks encodes this worker's selection by region.
 func (x *OkTopk) fillBlocks() {
@@ -310,11 +309,11 @@ func (x *OkTopk) reduce(got [][]byte) error {
 	}
 	x.reduced, x.hit = x.reduced[:width], x.hit[:width]
 	for p, b := range got {
-		if len(b)%okPair != 0 {
+		if len(b)%pairBytes != 0 {
 			return fmt.Errorf("oktopk: rank %d sent %d bytes for region %d, not whole pairs", p, len(b), r)
 		}
 		prev := -1
-		for i := 0; i < len(b); i += okPair {
+		for i := 0; i < len(b); i += pairBytes {
 			o := int(binary.LittleEndian.Uint32(b[i:]))
 			v := math.Float32frombits(binary.LittleEndian.Uint32(b[i+4:]))
 			if o <= prev || o >= width || !compress.Finite(v) {
@@ -379,23 +378,9 @@ func (x *OkTopk) MirrorMessage(own []byte, rank int) []byte {
 // an exact step or when more than 4k/3 came, and moves the global threshold on. Every worker holds the same messages,
 // so all reach the same selection and threshold.
 func (x *OkTopk) gather(msgs [][]byte, k int) error {
-	x.sel, x.vals = x.sel[:0], x.vals[:0]
-	for j, b := range msgs {
-		if len(b)%okPair != 0 {
-			return fmt.Errorf("oktopk: rank %d sent %d bytes of global selection, not whole pairs", j, len(b))
-		}
-		lo, hi := x.bounds[j], x.bounds[j+1]
-		prev := lo - 1
-		for i := 0; i < len(b); i += okPair {
-			idx := int(binary.LittleEndian.Uint32(b[i:]))
-			v := math.Float32frombits(binary.LittleEndian.Uint32(b[i+4:]))
-			if idx <= prev || idx >= hi || !compress.Finite(v) {
-				return fmt.Errorf("oktopk: rank %d selected element %d = %g outside its region [%d, %d) or out of order", j, idx, v, lo, hi)
-			}
-			prev = idx
-			x.sel = append(x.sel, int32(idx))
-			x.vals = append(x.vals, v)
-		}
+	var err error
+	if x.sel, x.vals, err = x.appendParts(x.sel[:0], x.vals[:0], msgs, x.bounds); err != nil {
+		return err
 	}
 	if !x.exact && 3*len(x.sel) <= 4*k {
 		x.globalTh = nudge(x.globalTh, len(x.sel), k, 2*float64(k)/3, 4*float64(k)/3, okGlobalNudge)
@@ -427,29 +412,20 @@ func (x *OkTopk) gather(msgs [][]byte, k int) error {
 // elsewhere) and clears this worker's memory where its values made it into the
 // selection. It returns the number of tensors the selection left out.
 func (x *OkTopk) finish() (missing int, err error) {
-	world := float32(x.comm.Size())
-	s, l := 0, 0 // cursors into x.sel and x.local
+	missing = x.averageAt(x.sel, x.vals)
+	s, l := 0, 0 // cursors into x.sel and x.local, both ascending
 	var sent []int32
-	for id, t := range x.tensors {
-		clear(t.Grad)
+	for id := range x.tensors {
 		lo, hi := x.offsets[id], x.offsets[id+1]
-		first := s
 		sent = sent[:0]
 		for ; s < len(x.sel) && int(x.sel[s]) < hi; s++ {
 			i := x.sel[s]
-			t.Grad[int(i)-lo] = x.vals[s] / world
 			for l < len(x.local) && x.local[l] < i {
 				l++
 			}
 			if l < len(x.local) && x.local[l] == i {
 				sent = append(sent, i-int32(lo))
 			}
-		}
-		for l < len(x.local) && int(x.local[l]) < hi {
-			l++
-		}
-		if s == first && hi > lo {
-			missing++
 		}
 		if err := x.mem.Sent(id, sent); err != nil {
 			return 0, err

@@ -49,6 +49,8 @@ type SparDL struct {
 	round  int           // the round in flight, for ExchangeMessage
 	msg    []byte
 	keys   []int32
+	sel    []int32   // the gathered blocks' indices, ascending
+	vals   []float32 // their sums
 }
 
 // spardlRound is one round of Spar-Reduce-Scatter for worker r: it sends blocks
@@ -146,11 +148,11 @@ func (x *SparDL) sparse() error {
 		return fmt.Errorf("spardl: allgather of the reduced blocks: %w", err)
 	}
 	start = x.clock.Now()
-	missing, count, err := x.apply(msgs)
-	if err != nil {
+	if x.sel, x.vals, err = x.appendParts(x.sel[:0], x.vals[:0], msgs, x.bounds); err != nil {
 		return err
 	}
-	x.meter.Selected(selected+x.clock.Since(start), count, missing)
+	missing := x.averageAt(x.sel, x.vals)
+	x.meter.Selected(selected+x.clock.Since(start), len(x.sel), missing)
 	return nil
 }
 
@@ -236,13 +238,13 @@ func (x *SparDL) merge(msg []byte, first, run, from int) error {
 		}
 		n := int(binary.LittleEndian.Uint32(msg))
 		msg = msg[4:]
-		if n > len(msg)/okPair {
+		if n > len(msg)/pairBytes {
 			return fmt.Errorf("spardl: rank %d announces %d pairs for block %d in %d bytes", from, n, b, len(msg))
 		}
-		if err := x.mergeBlock(b, msg[:n*okPair], from); err != nil {
+		if err := x.mergeBlock(b, msg[:n*pairBytes], from); err != nil {
 			return err
 		}
-		msg = msg[n*okPair:]
+		msg = msg[n*pairBytes:]
 	}
 	if len(msg) != 0 {
 		return fmt.Errorf("spardl: rank %d sent %d bytes beyond its blocks", from, len(msg))
@@ -254,10 +256,10 @@ func (x *SparDL) merge(msg []byte, first, run, from int) error {
 func (x *SparDL) mergeBlock(b int, pairs []byte, from int) error {
 	blk := &x.held[b]
 	lo, width := x.bounds[b], x.bounds[b+1]-x.bounds[b]
-	idx := make([]int32, 0, len(blk.idx)+len(pairs)/okPair)
+	idx := make([]int32, 0, len(blk.idx)+len(pairs)/pairBytes)
 	vals := make([]float32, 0, cap(idx))
 	h, prev := 0, -1
-	for i := 0; i < len(pairs); i += okPair {
+	for i := 0; i < len(pairs); i += pairBytes {
 		o := int(binary.LittleEndian.Uint32(pairs[i:]))
 		v := math.Float32frombits(binary.LittleEndian.Uint32(pairs[i+4:]))
 		if o <= prev || o >= width || !compress.Finite(v) {
@@ -298,44 +300,6 @@ func (x *SparDL) mergeBlock(b int, pairs []byte, from int) error {
 	}
 	blk.idx, blk.vals = idx, vals
 	return nil
-}
-
-// apply writes the average of every block's pairs into the tensors' Grad (zero
-// elsewhere) and returns the tensors left without any element and the pairs applied.
-func (x *SparDL) apply(msgs [][]byte) (missing, count int, err error) {
-	world := float32(x.comm.Size())
-	for _, t := range x.tensors {
-		clear(t.Grad)
-	}
-	hit := make([]bool, len(x.tensors))
-	id := 0
-	for b, m := range msgs {
-		if len(m)%okPair != 0 {
-			return 0, 0, fmt.Errorf("spardl: rank %d sent %d bytes of block pairs, not whole pairs", b, len(m))
-		}
-		lo, hi := x.bounds[b], x.bounds[b+1]
-		prev := lo - 1
-		for i := 0; i < len(m); i += okPair {
-			at := int(binary.LittleEndian.Uint32(m[i:]))
-			v := math.Float32frombits(binary.LittleEndian.Uint32(m[i+4:]))
-			if at <= prev || at >= hi || !compress.Finite(v) {
-				return 0, 0, fmt.Errorf("spardl: rank %d sent element %d = %g outside its block [%d, %d) or out of order", b, at, v, lo, hi)
-			}
-			prev = at
-			for x.offsets[id+1] <= at {
-				id++
-			}
-			x.tensors[id].Grad[at-x.offsets[id]] = v / world
-			hit[id] = true
-			count++
-		}
-	}
-	for id, t := range x.tensors {
-		if !hit[id] && len(t.Grad) > 0 {
-			missing++
-		}
-	}
-	return missing, count, nil
 }
 
 // ExchangeMessage returns what rank from would send this rank in the round in flight if
