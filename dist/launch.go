@@ -22,6 +22,11 @@ import (
 // LaunchConfig describes a job of worker processes on this machine, as torchrun starts
 // them: the same program and arguments, with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 // MASTER_PORT and SSF_JOB_TOKEN set for each.
+//
+// Unless GOMAXPROCS is set, each worker runs that many threads as its share of the
+// machine's CPUs, and on Linux, when there are at least as many CPUs as workers, it is
+// bound to a share of its own, as mpirun binds ranks to cores; SSF_BIND=none leaves the
+// workers unbound.
 type LaunchConfig struct {
 	Workers int
 	Program string   // default: this executable
@@ -48,6 +53,9 @@ type LaunchConfig struct {
 	// progress bar, for instance.
 	RankZeroFiles []*os.File
 }
+
+// EnvBind, read by Launch, set to "none" leaves the workers unbound (see LaunchConfig).
+const EnvBind = "SSF_BIND"
 
 // Launch runs the job and waits for every worker. It returns nil when all exit with status
 // 0; otherwise an error naming the first rank that failed. When one worker fails, or ctx is
@@ -83,6 +91,11 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 	}
 	first := cfg.NodeRank * cfg.Workers
 	job := &job{cfg: cfg, first: first, exited: make(chan exit, cfg.Workers)}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		// Binding goes with the share of threads given below: a user who chose the
+		// threads chooses the placement too.
+		job.cpus = workerCPUs(cfg.Workers)
+	}
 	for local := range cfg.Workers {
 		base.Rank = first + local
 		env := append(base.Environ(), EnvLocalRank+"="+strconv.Itoa(local)) // the later value wins
@@ -128,6 +141,7 @@ type job struct {
 	mu     sync.Mutex // serialises output lines
 	procs  []*exec.Cmd
 	exited chan exit
+	cpus   [][]int // per local worker, the CPUs it is bound to; nil: unbound
 }
 
 type exit struct {
@@ -148,6 +162,10 @@ func (j *job) start(rank int, env []string) error {
 	if rank == 0 {
 		cmd.ExtraFiles = j.cfg.RankZeroFiles
 	}
+	var cpus []int
+	if j.cpus != nil {
+		cpus = j.cpus[rank]
+	}
 	prefix := fmt.Sprintf("[rank %d] ", j.first+rank)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -157,7 +175,7 @@ func (j *job) start(rank int, env []string) error {
 	if err != nil {
 		return fmt.Errorf("dist: launch rank %d: %w", j.first+rank, err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startOn(cmd, cpus); err != nil {
 		return fmt.Errorf("dist: launch rank %d: %w", j.first+rank, err)
 	}
 	j.procs = append(j.procs, cmd)

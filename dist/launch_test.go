@@ -26,8 +26,8 @@ func TestLaunchWorkerHelper(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
-	fmt.Printf("pid %d rank %d of %d master %s token %t gomaxprocs %s\n", os.Getpid(), cfg.Rank, cfg.Size,
-		cfg.MasterAddr, cfg.Token != "", os.Getenv("GOMAXPROCS"))
+	fmt.Printf("pid %d rank %d of %d master %s token %t gomaxprocs %s cpus %s\n", os.Getpid(), cfg.Rank, cfg.Size,
+		cfg.MasterAddr, cfg.Token != "", os.Getenv("GOMAXPROCS"), allowedCPUs())
 	switch {
 	case role == "ok":
 		os.Exit(0)
@@ -57,6 +57,21 @@ func TestLaunchWorkerHelper(t *testing.T) {
 		os.Exit(3)
 	}
 	time.Sleep(time.Hour) // the others hang until the launcher ends them
+}
+
+// allowedCPUs is the list of CPUs this process may run on, as Linux reports it ("0-1",
+// "0,2-3"), or "?" elsewhere.
+func allowedCPUs() string {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }
 
 // launchHelpers runs workers of the given role and returns Launch's error, what they
