@@ -35,7 +35,7 @@ func (s *shmComm) AllGatherV(send []byte) ([][]byte, error) {
 		return nil, err
 	}
 	var out [][]byte
-	err = s.run(o, func(o *shmOp) (err error) { out, err = s.allGatherV(o, send); return err })
+	err = s.run(o, func(o *shmOp) (err error) { out, _, err = s.allGatherV(o, send, nil, nil); return err })
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (s *shmComm) AllGatherVAsync(send []byte) GatherHandle {
 	h := newHandle()
 	go func() {
 		var out [][]byte
-		err := s.run(o, func(o *shmOp) (err error) { out, err = s.allGatherV(o, send); return err })
+		err := s.run(o, func(o *shmOp) (err error) { out, _, err = s.allGatherV(o, send, nil, nil); return err })
 		if err != nil {
 			out = nil
 		}
@@ -270,18 +270,32 @@ func (s *shmComm) broadcast(o *shmOp, buf []byte, root int) error {
 	return nil
 }
 
+// allGatherVInto implements gatherInto.
+func (s *shmComm) allGatherVInto(send, buf []byte, blocks [][]byte) ([][]byte, []byte, error) {
+	o, err := s.begin(collAllGatherV)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = s.run(o, func(o *shmOp) (err error) { blocks, buf, err = s.allGatherV(o, send, buf, blocks); return err })
+	if err != nil {
+		return nil, nil, err
+	}
+	return blocks, buf, nil
+}
+
 // allGatherV streams every rank's block through its slot, a chunk per step, for as many
 // steps as the largest block needs. The first step carries the sizes, checked against
 // the limit before anything is allocated.
 //
-// The blocks share one allocation, each capped so that appending to one cannot spill
-// into the next. When every block fits in one step, bytes.Join builds that allocation
-// straight from the slots: it does not zero the memory it is about to overwrite, which
-// would cost as much as the copy, and this rank's block comes from send without a
-// detour through its slot.
-func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
+// The blocks share one buffer, each capped so that appending to one cannot spill into
+// the next: buf when it is large enough, else a new allocation, which it returns. When
+// every block fits in one step, bytes.Join builds that allocation straight from the
+// slots: it does not zero the memory it is about to overwrite, which would cost as much
+// as the copy, and this rank's block comes from send without a detour through its slot.
+// The slice of blocks is out when its capacity suffices.
+func (s *shmComm) allGatherV(o *shmOp, send, buf []byte, out [][]byte) ([][]byte, []byte, error) {
 	if max := s.e.o.maxMessage; int64(len(send)) > max {
-		return nil, s.invalid("allgatherv of %d bytes exceeds the limit of %d (WithMaxMessage)", len(send), max)
+		return nil, nil, s.invalid("allgatherv of %d bytes exceeds the limit of %d (WithMaxMessage)", len(send), max)
 	}
 	C := s.seg.chunk
 	put := func(off int) {
@@ -291,9 +305,12 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 	}
 	put(0)
 	if err := s.first(o, shmDesc{size: uint64(len(send))}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([][]byte, s.size)
+	if cap(out) < s.size {
+		out = make([][]byte, s.size)
+	}
+	out = out[:s.size]
 	var lengthsBuf [16]int64
 	lengths := lengthsBuf[:0]
 	steps, total := 1, 0
@@ -302,7 +319,7 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 		n := s.seg.desc(p, par).size
 		if n > uint64(s.e.o.maxMessage) || int(n) > math.MaxInt-total {
 			s.fail(fault{rank: p, reporter: s.rank, cause: protocolErr("block of %d bytes exceeds the limit of %d", n, s.e.o.maxMessage)})
-			return nil, errAborted
+			return nil, nil, errAborted
 		}
 		lengths = append(lengths, int64(n))
 		total += int(n)
@@ -315,9 +332,18 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 	}
 	o.sent, o.recv = allGatherVolume(lengths, s.rank)
 	var all []byte
-	if steps == 1 {
+	switch {
+	case cap(buf) >= total:
+		all = buf[:total]
+		if steps == 1 {
+			off := 0
+			for _, blk := range out {
+				off += copy(all[off:], blk)
+			}
+		}
+	case steps == 1:
 		all = bytes.Join(out, nil)
-	} else {
+	default:
 		all = make([]byte, total)
 	}
 	if all == nil {
@@ -329,7 +355,7 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 		off += int(n)
 	}
 	if steps == 1 {
-		return out, nil
+		return out, all, nil
 	}
 	copy(out[s.rank], send)
 	for k := 0; ; k++ {
@@ -339,11 +365,11 @@ func (s *shmComm) allGatherV(o *shmOp, send []byte) ([][]byte, error) {
 			}
 		}
 		if k+1 == steps {
-			return out, nil
+			return out, all, nil
 		}
 		put((k + 1) * C)
 		if _, err := s.sync(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }

@@ -1,0 +1,57 @@
+package dist
+
+import "unsafe"
+
+// A Gatherer runs allgathers whose result lands in a buffer it keeps from one call to the
+// next, as the caller of MPI_Allgatherv supplies its receive buffer. AllGatherV must
+// return blocks of their own, and a fresh allocation per call costs more than the
+// gathering itself for small messages between processes of one machine: the memory is
+// new to the cache each time, and the garbage collector runs the more often. A Gatherer
+// spares both where the communicator can gather into a given buffer (shared memory
+// does); elsewhere it calls AllGatherV.
+//
+// The blocks of one call are valid until the next call; they share the kept buffer, each
+// capped at its own length. A Gatherer serves one caller at a time.
+type Gatherer struct {
+	c      Communicator
+	buf    []byte
+	blocks [][]byte
+}
+
+// NewGatherer returns a Gatherer for the collectives of c.
+func NewGatherer(c Communicator) *Gatherer { return &Gatherer{c: c} }
+
+// gatherInto is implemented by communicators that can gather into a caller's buffer.
+// allGatherVInto returns the blocks, laid out in rank order in buf when it is large
+// enough (else in a buffer it allocates), and the buffer it used; blocks is reused when
+// its capacity suffices.
+type gatherInto interface {
+	allGatherVInto(send, buf []byte, blocks [][]byte) ([][]byte, []byte, error)
+}
+
+// AllGatherV is Communicator.AllGatherV, with the blocks in the Gatherer's buffer.
+func (g *Gatherer) AllGatherV(send []byte) ([][]byte, error) {
+	gi, ok := g.c.(gatherInto)
+	if !ok {
+		return g.c.AllGatherV(send)
+	}
+	buf := g.buf
+	if overlaps(send, buf) {
+		buf = nil // send is (part of) a block of the last call: gather elsewhere
+	}
+	blocks, buf, err := gi.allGatherVInto(send, buf, g.blocks)
+	if err != nil {
+		return nil, err
+	}
+	g.buf, g.blocks = buf, blocks
+	return blocks, nil
+}
+
+// overlaps reports whether a shares memory with b's capacity.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(len(a))
+}
