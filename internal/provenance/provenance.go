@@ -97,7 +97,9 @@ func cpuName() string {
 
 // fromGit returns the revision and modified state of the git checkout in the working
 // directory when its go.mod declares module, so that a build without VCS stamping run
-// from its own checkout still knows its source. Anything else gives "".
+// from its own checkout still knows its source. Anything else gives "". Changes under
+// results/ do not count as modifications: experiments write there, and the second
+// experiment of a session would otherwise call its source modified.
 func fromGit(module string) (string, bool) {
 	if module == "" || !declares(filepath.Join(".", "go.mod"), module) {
 		return "", false
@@ -108,7 +110,7 @@ func fromGit(module string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	status, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output()
+	status, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results").Output()
 	return strings.TrimSpace(string(rev)), err == nil && len(bytes.TrimSpace(status)) > 0
 }
 

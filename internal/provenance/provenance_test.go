@@ -64,9 +64,24 @@ func TestFromGit(t *testing.T) {
 	git("add", "go.mod")
 	git("commit", "-q", "-m", "first")
 	head := git("rev-parse", "HEAD")
+	if err := os.MkdirAll(filepath.Join(dir, "results"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results", "report.md"), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "go.mod", "results/report.md")
+	git("commit", "-q", "-m", "results")
+	head = git("rev-parse", "HEAD")
 	t.Chdir(dir)
 	if rev, modified := fromGit("example.com/m"); rev != head || modified {
 		t.Errorf("clean checkout: %q modified %v, want %q unmodified", rev, modified, head)
+	}
+	if err := os.WriteFile(filepath.Join("results", "report.md"), []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rev, modified := fromGit("example.com/m"); rev != head || modified {
+		t.Errorf("checkout with new results only: %q modified %v, want %q unmodified", rev, modified, head)
 	}
 	if err := os.WriteFile("go.mod", []byte("module example.com/m\n\ngo 1.25\n"), 0o644); err != nil {
 		t.Fatal(err)
