@@ -330,7 +330,7 @@ func (x *ExDyna) sparse(step, k int) error {
 	if sampled > 0 {
 		selected += x.clock.Work(x.clock.Now(), "topk", sampled)
 	}
-	msgs, err := x.comm.AllGatherV(x.send)
+	msgs, err := x.gatherer.AllGatherV(x.send)
 	if err != nil {
 		return fmt.Errorf("exdyna: allgather of the selected indices: %w", err)
 	}

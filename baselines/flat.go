@@ -18,16 +18,17 @@ import (
 // meter; the step count; and the checkpointed state. Its Push, Metrics and Close are the
 // pipelines' own.
 type flatGradient struct {
-	name    string // the pipeline's, for errors
-	comm    dist.Communicator
-	tensors []pipeline.Tensor
-	cfg     compress.Config
-	offsets []int // by tensor id: first element in the flattened gradient; offsets[len] = N
-	pushes  *pipeline.Pushes
-	meter   *fusion.Meter
-	clock   dist.Clock
-	mem     *compress.Memory
-	flat    []float32 // the accumulators of all tensors end to end, bound into mem
+	name     string // the pipeline's, for errors
+	comm     dist.Communicator
+	gatherer *dist.Gatherer // the step's allgather, whose result is read before the next
+	tensors  []pipeline.Tensor
+	cfg      compress.Config
+	offsets  []int // by tensor id: first element in the flattened gradient; offsets[len] = N
+	pushes   *pipeline.Pushes
+	meter    *fusion.Meter
+	clock    dist.Clock
+	mem      *compress.Memory
+	flat     []float32 // the accumulators of all tensors end to end, bound into mem
 
 	steps   int64 // steps finished
 	failed  error // why a Push of the current step failed
@@ -39,7 +40,7 @@ type flatGradient struct {
 // newFlatGradient checks the configuration and the tensors (ids must be positions, and
 // every element must have a 32-bit index) and binds the memory to one flat buffer.
 func newFlatGradient(name string, comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config) (flatGradient, error) {
-	f := flatGradient{name: name, comm: comm, tensors: tensors, cfg: cfg}
+	f := flatGradient{name: name, comm: comm, gatherer: dist.NewGatherer(comm), tensors: tensors, cfg: cfg}
 	if err := cfg.Check(); err != nil {
 		return f, fmt.Errorf("%s: %w", name, err)
 	}

@@ -167,7 +167,7 @@ func (x *OkTopk) sparse(step, k int) error {
 	x.msg = x.regionMessage(x.msg[:0], x.comm.Rank(), nil)
 	selected += x.clock.Since(start)
 	x.gathers = okGatherSelection
-	msgs, err := x.comm.AllGatherV(x.msg)
+	msgs, err := x.gatherer.AllGatherV(x.msg)
 	if err != nil {
 		return fmt.Errorf("oktopk: allgather of the reduced selection: %w", err)
 	}

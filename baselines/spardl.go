@@ -143,7 +143,7 @@ func (x *SparDL) sparse() error {
 		selected += x.clock.Since(start)
 	}
 	x.msg = x.appendPairs(x.msg[:0], x.held[r])
-	msgs, err := x.comm.AllGatherV(x.msg)
+	msgs, err := x.gatherer.AllGatherV(x.msg)
 	if err != nil {
 		return fmt.Errorf("spardl: allgather of the reduced blocks: %w", err)
 	}
