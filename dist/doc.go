@@ -70,7 +70,10 @@
 // Timeout, Bandwidth and Latency from its flags, and calls DialTCP. Processes started by
 // mpirun are recognised by OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE instead (MASTER_*
 // and the token are then passed with mpirun -x). ConfigFromEnv returns ErrNoEnv when the
-// process is not a worker, which is how a command knows it should launch them.
+// process is not a worker, which is how a command knows it should launch them. Launch, the
+// launcher of this package, gives each worker GOMAXPROCS as its share of the CPUs and, on
+// Linux with at least as many CPUs as workers, binds it to a share of its own, as mpirun
+// binds ranks to cores (SSF_BIND=none, or GOMAXPROCS set, leaves them unbound).
 //
 // Rank 0 listens at MASTER_PORT on BindAddr; every other rank listens on an ephemeral port
 // of BindAddr, dials MASTER_ADDR, proves it holds the token (HMAC challenge, both ways)
@@ -107,7 +110,9 @@
 // buffer streams through the slots a chunk per step, each rank summing a P-th of the
 // chunk into a shared result area a step later, which everyone copies out. Every element
 // is summed in rank order, once or by every rank with the same operands, so results are
-// bit-identical. AllGatherV, AllToAllV, SendRecv and Broadcast stream blocks through the slots. The first step
+// bit-identical. AllGatherV, AllToAllV, SendRecv and Broadcast stream blocks through the
+// slots; a Gatherer's AllGatherV copies them into the buffer it keeps, where AllGatherV
+// allocates a new one each time. The first step
 // of each collective carries a descriptor (kind, op, length, root) that every rank
 // checks, so mismatched collectives fail on every rank with ErrMismatch. Collectives run
 // one at a time, in issue order; an async collective runs once the previous one ended.
