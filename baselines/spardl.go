@@ -51,6 +51,7 @@ type SparDL struct {
 	keys   []int32
 	sel    []int32   // the gathered blocks' indices, ascending
 	vals   []float32 // their sums
+	local  []int32   // one tensor's held indices, for the memory
 }
 
 // spardlRound is one round of Spar-Reduce-Scatter for worker r: it sends blocks
@@ -179,21 +180,24 @@ func (x *SparDL) selectBlocks() (took time.Duration, err error) {
 	return took, x.clearSent()
 }
 
-// clearSent takes every held pair out of the memory, tensor by tensor.
+// clearSent takes every held pair out of the memory, tensor by tensor. The held blocks,
+// in block order, list their indices ascending, so one walk over them serves all tensors.
 func (x *SparDL) clearSent() error {
-	var all []int32
-	for _, blk := range x.held {
-		all = append(all, blk.idx...)
-	}
-	var local []int32
-	j := 0
+	b, i := 0, 0 // the next held pair: x.held[b].idx[i]
 	for id := range x.tensors {
 		lo, hi := x.offsets[id], x.offsets[id+1]
-		local = local[:0]
-		for ; j < len(all) && int(all[j]) < hi; j++ {
-			local = append(local, all[j]-int32(lo))
+		x.local = x.local[:0]
+		for {
+			for b < len(x.held) && i == len(x.held[b].idx) {
+				b, i = b+1, 0
+			}
+			if b == len(x.held) || int(x.held[b].idx[i]) >= hi {
+				break
+			}
+			x.local = append(x.local, x.held[b].idx[i]-int32(lo))
+			i++
 		}
-		if err := x.mem.Sent(id, local); err != nil {
+		if err := x.mem.Sent(id, x.local); err != nil {
 			return err
 		}
 	}
