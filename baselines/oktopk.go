@@ -137,7 +137,7 @@ func (x *OkTopk) sparse(step, k int) error {
 		// A kept threshold lets ever more through while the residuals grow: raise it
 		// by steps while it would let through more than 4k/3.
 		for range okRaises {
-			if countAtLeast(x.flat, x.localTh) <= 4*k/3 {
+			if compress.CountAtLeast(x.flat, x.localTh) <= 4*k/3 {
 				break
 			}
 			x.localTh *= okRaise
@@ -145,7 +145,7 @@ func (x *OkTopk) sparse(step, k int) error {
 			start = x.clock.Now()
 		}
 	}
-	x.local = appendAtLeast(x.local[:0], x.flat, x.localTh)
+	x.local = compress.AppendIndicesAtLeast(x.local[:0], x.flat, x.localTh)
 	selected += x.clock.Work(start, compress.ThresholdKind, n)
 	x.localTh = nudge(x.localTh, len(x.local), k, 2*float64(k)/3, 5*float64(k)/4, okLocalNudge)
 
@@ -203,28 +203,6 @@ func (x *OkTopk) kthMagnitude(g []float32, k int) float32 {
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
-
-// appendAtLeast appends the index of every element of g whose magnitude reaches th.
-func appendAtLeast(dst []int32, g []float32, th float32) []int32 {
-	key := math.Float32bits(th)
-	for i, v := range g {
-		if math.Float32bits(v)&^(1<<31) >= key {
-			dst = append(dst, int32(i))
-		}
-	}
-	return dst
-}
-
-// countAtLeast is how many elements of g have a magnitude of at least th.
-func countAtLeast(g []float32, th float32) int {
-	key, n := math.Float32bits(th), 0
-	for _, v := range g {
-		if math.Float32bits(v)&^(1<<31) >= key {
-			n++
-		}
-	}
-	return n
-}
 
 // nudge moves a threshold by factor when count falls outside [lo, hi] for a target k:
 // down when too few elements reached it, up when too many.

@@ -25,6 +25,29 @@ func AppendAtLeast(dst []byte, g []float32, base int, tau float32) []byte {
 	return dst
 }
 
+// AppendIndicesAtLeast is AppendAtLeast for callers that keep indices as int32: it appends
+// the position in g of every element whose magnitude reaches tau, in ascending order.
+func AppendIndicesAtLeast(dst []int32, g []float32, tau float32) []int32 {
+	key := math.Float32bits(tau)
+	for i, a := range g {
+		if magKey(a) >= key {
+			dst = append(dst, int32(i))
+		}
+	}
+	return dst
+}
+
+// CountAtLeast is how many elements of g AppendAtLeast would select at tau.
+func CountAtLeast(g []float32, tau float32) int {
+	key, n := math.Float32bits(tau), 0
+	for _, a := range g {
+		if magKey(a) >= key {
+			n++
+		}
+	}
+	return n
+}
+
 // estimateAbove is how many sampled elements KthEstimator expects at or above the
 // magnitude it estimates. The count of the whole slice at or above the estimate then strays
 // from k by about 1/sqrt(estimateAbove), 5%, one standard deviation.

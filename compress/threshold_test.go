@@ -8,6 +8,8 @@ import (
 	"testing"
 )
 
+// TestAppendAtLeast checks the threshold selector and its int32 and counting forms on
+// signed values, zeros of both signs and NaN.
 func TestAppendAtLeast(t *testing.T) {
 	g := []float32{0.5, -2, 1, -1, 0, 3, float32(math.Copysign(0, -1)), float32(math.NaN())}
 	for _, tc := range []struct {
@@ -32,7 +34,25 @@ func TestAppendAtLeast(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("tau %g base %d: indices %v, want %v", tc.tau, tc.base, got, tc.want)
 		}
+		if n := CountAtLeast(g, tc.tau); n != len(tc.want) {
+			t.Errorf("tau %g: CountAtLeast %d, want %d", tc.tau, n, len(tc.want))
+		}
+		idx := AppendIndicesAtLeast([]int32{-1}, g, tc.tau)
+		for i := range idx[1:] {
+			idx[1+i] += int32(tc.base)
+		}
+		if want := append([]int32{-1}, u32sToI32s(tc.want)...); !slices.Equal(idx, want) {
+			t.Errorf("tau %g base %d: AppendIndicesAtLeast gave %v (plus base), want %v", tc.tau, tc.base, idx, want)
+		}
 	}
+}
+
+func u32sToI32s(u []uint32) []int32 {
+	out := make([]int32, len(u))
+	for i, v := range u {
+		out[i] = int32(v)
+	}
+	return out
 }
 
 // atLeast counts the elements of g whose magnitude reaches t.
