@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
@@ -185,7 +186,9 @@ func (p *powerSGD) Process(id int, s fusion.Slot, grad []float32) error {
 			return fmt.Errorf("powersgd: %w", err)
 		}
 		pf := bk.a[bk.aOff[s.Index] : bk.aOff[s.Index]+m.rows*m.rank]
+		start := p.e.Clock().Now()
 		gemm(blas.NoTrans, blas.NoTrans, matrixOf(acc, m.rows, m.cols), matrixOf(p.qs[id], m.cols, m.rank), matrixOf(pf, m.rows, m.rank))
+		p.timed(start, m.rows*m.cols*m.rank)
 		p.e.Meter().Dense((m.rows + m.cols) * m.rank)
 	}
 	p.e.Done(2 * s.Bucket)
@@ -229,10 +232,19 @@ func (p *powerSGD) computeQs(bk *psgdBucket) {
 			continue
 		}
 		pf := bk.a[bk.aOff[j] : bk.aOff[j]+m.rows*m.rank]
+		start := p.e.Clock().Now()
 		orthonormalize(pf, m.rows, m.rank)
 		qf := bk.b[bk.bOff[j] : bk.bOff[j]+m.cols*m.rank]
 		gemm(blas.Trans, blas.NoTrans, matrixOf(p.mem.Residual(id), m.rows, m.cols), matrixOf(pf, m.rows, m.rank), matrixOf(qf, m.cols, m.rank))
+		p.timed(start, m.rows*m.rank*m.rank+m.rows*m.cols*m.rank)
 	}
+}
+
+// timed ends a product of n multiply-adds (an orthonormalisation counted as its
+// multiply-adds) that began at start, and records its time as the step's compression,
+// which the simulator's model of compress.LowRankKind predicts under a virtual clock.
+func (p *powerSGD) timed(start time.Time, n int) {
+	p.e.Meter().Selected(p.e.Clock().Work(start, compress.LowRankKind, n), 0, 0)
 }
 
 func (p *powerSGD) Finish() error {
@@ -250,7 +262,9 @@ func (p *powerSGD) Finish() error {
 			qf := bk.b[bk.bOff[j] : bk.bOff[j]+m.cols*m.rank]
 			copy(p.qs[id], qf) // the next step's power iteration starts from it
 			pf := bk.a[bk.aOff[j] : bk.aOff[j]+m.rows*m.rank]
+			start := p.e.Clock().Now()
 			gemm(blas.NoTrans, blas.Trans, matrixOf(pf, m.rows, m.rank), matrixOf(qf, m.cols, m.rank), matrixOf(g, m.rows, m.cols))
+			p.timed(start, m.rows*m.cols*m.rank)
 			if p.cfg.ErrorFeedback {
 				// The residual is what this rank's M holds beyond the step's gradient.
 				acc := p.mem.Residual(id)

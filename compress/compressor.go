@@ -14,6 +14,11 @@ type Recorder interface {
 	Selected(d time.Duration, elements, missing int)
 }
 
+// LowRankKind is the Timing kind of one product of a low-rank compression (PowerSGD's
+// P = MQ, Q = MᵀP and M ≈ PQᵀ) over n multiply-adds, as the simulator's selection model
+// knows it.
+const LowRankKind = "lowrank"
+
 // Timing is how a pipeline times its selections: on its communicator's clock (real, or
 // virtual under the simulator, where a selection takes what the model of Kind predicts).
 type Timing struct {

@@ -79,6 +79,10 @@ const (
 	// and write 4 bytes), >= (read 4, write a 1-byte mask), and nonzero (read the mask
 	// twice: count, then select).
 	maskScanBytes = 8 + 5 + 2
+
+	// lowRankBytesPerMAC is a rank-2 product of PowerSGD's on the GPU: one torch.matmul
+	// that reads (or, for PQᵀ, writes) M's 4 bytes an element once, for 2 multiply-adds.
+	lowRankBytesPerMAC = 4.0 / 2
 )
 
 // gpuLine is the Linear cost of a selection made of ops kernel-launching operators,
@@ -134,6 +138,13 @@ func gpuLine(ops, hostOps, syncs, extra int, bytes float64) Linear {
 //	           threshold it already has: abs, >=, nonzero (a wait), the values' gather: 4
 //	           operators, 1 wait; the mask scan's 15 bytes an element. ExDyna's own code
 //	           was not consulted.
+//	lowrank    one of PowerSGD's three products per matrix and step, as PyTorch's
+//	           PowerSGD hook makes it: one torch.matmul, which moves M's 4 bytes an
+//	           element once (2 bytes a multiply-add at rank 2; n counts multiply-adds).
+//	           Our pipeline counts the orthonormalisation of P as multiply-adds of the
+//	           product after it; the hook's QR or Gram-Schmidt loop launches several
+//	           kernels of its own per matrix, which this line leaves out, so PowerSGD's
+//	           GPU figures stay somewhat optimistic.
 //
 // What it leaves out: PyTorch releases before 2022 selected from one row with a single
 // thread block whatever its size (so says the description of the change that brought
@@ -157,6 +168,7 @@ func GPUSelectionModel() SelectionModel {
 			"gaussiank": gpuLine(8, 0, 3, nonzeroLaunches, 4+4+maskScanBytes+1),
 			"randomk":   gpuLine(3, 0, 0, 10, 8+8+8+6*32+8),
 			"threshold": gpuLine(4, 0, 1, nonzeroLaunches, maskScanBytes),
+			"lowrank":   gpuLine(1, 0, 0, 0, lowRankBytesPerMAC),
 		},
 		Steps: map[string]Step{
 			"topk":    {From: topkMultiBlockFrom, ExtraNS: multiBlock},

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/compress"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 )
 
 // Linear is a cost that grows linearly with the number of elements n:
@@ -35,10 +37,11 @@ type Step struct {
 }
 
 // SelectionModel predicts how long one selection takes, by the kind of selection: the
-// pipeline selector names ("topk", "dgc" and its alias "sampled", "gaussiank", "randomk")
-// and "threshold", the plain scan comparing |x| with a threshold that ExDyna runs over its
-// partition (so a simulator asks for Time("threshold", n/P), not n). Steps, which may be
-// nil, adds a Step to the Linear cost of the kinds it names.
+// pipeline selector names ("topk", "dgc" and its alias "sampled", "gaussiank", "randomk"),
+// "threshold", the plain scan comparing |x| with a threshold that ExDyna runs over its
+// partition (so a simulator asks for Time("threshold", n/P), not n), and "lowrank", one of
+// PowerSGD's matrix products, whose n counts multiply-adds. Steps, which may be nil, adds
+// a Step to the Linear cost of the kinds it names.
 type SelectionModel struct {
 	Kinds map[string]Linear
 	Steps map[string]Step
@@ -110,6 +113,15 @@ func (m SelectionModel) Scaled(speed float64) SelectionModel {
 // per element from about 1M elements (16 MB no longer stays in cache between its passes),
 // so the line is 15% low at 4M and lower beyond. Sizes past 4M are extrapolated.
 //
+// PowerSGD's products ("lowrank", n multiply-adds of a rank-2 product) were fitted later,
+// 2026-12-02 on the Intel Xeon (2 CPUs, GOMAXPROCS=2) the machine was by then, by
+//
+//	go run ./tools/fit-selection -kinds lowrank -runs 5
+//
+// with max 30% and R² 0.9777: gonum's Gemm, which PowerSGD calls, takes about 2.9 ns a
+// multiply-add on such thin products, some 15% less per element at 100k-400k elements than
+// the line, where M stays in cache.
+//
 // Each call returns a new map, which the caller may change.
 func DefaultSelectionModel() SelectionModel {
 	dgc := Linear{PerCallNS: 466.7, PerElementNS: 1.039}
@@ -120,6 +132,7 @@ func DefaultSelectionModel() SelectionModel {
 		"gaussiank": {PerCallNS: 282.6, PerElementNS: 1.023},
 		"randomk":   {PerCallNS: 23.87, PerElementNS: 0.4538},
 		"threshold": {PerCallNS: 0, PerElementNS: 0.7119},
+		"lowrank":   {PerCallNS: 1158, PerElementNS: 2.904},
 	}}
 }
 
@@ -135,8 +148,9 @@ const minBatch = time.Millisecond
 // allocated inside the timed batches (except what the selector allocates itself), and a
 // garbage collection runs before them so that none is pending.
 //
-// kind is a compress.NewSelector name or "threshold", the scan ExDyna runs, with a
-// threshold that picks a density fraction of the elements.
+// kind is a compress.NewSelector name, "threshold", the scan ExDyna runs, with a
+// threshold that picks a density fraction of the elements, or "lowrank", a rank-2 product
+// of n multiply-adds as PowerSGD computes (density does not matter to it).
 func MeasureSelection(kind string, n int, density float64, reps int) (time.Duration, error) {
 	if n <= 0 || n > math.MaxInt32 {
 		return 0, fmt.Errorf("sim: measuring selection on %d elements", n)
@@ -178,6 +192,9 @@ func MeasureSelection(kind string, n int, density float64, reps int) (time.Durat
 // selection returns one selection of kind on g picking about k elements, with its scratch
 // held by the closure so that calls after the first allocate nothing.
 func selection(kind string, g []float32, k int, density float64) (func() error, error) {
+	if kind == compress.LowRankKind {
+		return lowRankProduct(len(g)), nil
+	}
 	if kind == compress.ThresholdKind {
 		tau := threshold(density)
 		var send []byte
@@ -195,6 +212,24 @@ func selection(kind string, g []float32, k int, density float64) (func() error, 
 		idx, err = sel.Select(g, k, idx)
 		return err
 	}, nil
+}
+
+// lowRankRank is the rank of the products MeasureSelection times for compress.LowRankKind:
+// PowerSGD's usual rank, and the one the experiments here run.
+const lowRankRank = 2
+
+// lowRankProduct returns one product P = MQ of about n multiply-adds, as PowerSGD computes
+// it: M an almost square matrix of n/lowRankRank elements, Q of lowRankRank columns.
+func lowRankProduct(n int) func() error {
+	cols := max(1, int(math.Sqrt(float64(n)/lowRankRank)))
+	rows := max(1, n/(lowRankRank*cols))
+	m := blas32.General{Rows: rows, Cols: cols, Stride: cols, Data: normalData(rows * cols)}
+	q := blas32.General{Rows: cols, Cols: lowRankRank, Stride: lowRankRank, Data: normalData(cols * lowRankRank)}
+	p := blas32.General{Rows: rows, Cols: lowRankRank, Stride: lowRankRank, Data: make([]float32, rows*lowRankRank)}
+	return func() error {
+		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, m, q, 0, p)
+		return nil
+	}
 }
 
 // normalData returns n standard normal elements, the same for a given n whatever the kind,

@@ -11,8 +11,8 @@ import (
 )
 
 // selectionKinds are the kinds DefaultSelectionModel must know: every selector name, the
-// alias, and ExDyna's scan.
-var selectionKinds = append(compress.SelectorNames(), "sampled", compress.ThresholdKind)
+// alias, ExDyna's scan and PowerSGD's products.
+var selectionKinds = append(compress.SelectorNames(), "sampled", compress.ThresholdKind, compress.LowRankKind)
 
 func TestSelectionModelDefaultKinds(t *testing.T) {
 	m := DefaultSelectionModel()
@@ -258,7 +258,7 @@ func TestMeasureSelectionErrors(t *testing.T) {
 // TestFitSelection runs the whole measurement on small sizes, to check that every kind
 // measures and fits; the values depend on the machine and are only checked for sense.
 func TestFitSelection(t *testing.T) {
-	for _, kind := range append(compress.SelectorNames(), "threshold") {
+	for _, kind := range append(compress.SelectorNames(), compress.ThresholdKind, compress.LowRankKind) {
 		l, err := FitSelection(kind, []int{1000, 4000, 16000}, 0.01, 3)
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
@@ -339,7 +339,7 @@ func TestDefaultSelectionModelTopK(t *testing.T) {
 func BenchmarkSelection(b *testing.B) {
 	const density = 0.01
 	m := DefaultSelectionModel()
-	for _, kind := range append(compress.SelectorNames(), "threshold") {
+	for _, kind := range append(compress.SelectorNames(), compress.ThresholdKind, compress.LowRankKind) {
 		for _, n := range []int{1000, 100_000, 1_000_000, 4_000_000} {
 			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
 				run, err := selection(kind, normalData(n), compress.KFor(n, density), density)

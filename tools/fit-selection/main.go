@@ -5,7 +5,7 @@
 //
 // Usage:
 //
-//	go run ./tools/fit-selection [-density 0.01] [-reps 11] [-runs 9] [-min 1000] [-max 4000000] [-sizes 8] [-v]
+//	go run ./tools/fit-selection [-density 0.01] [-reps 11] [-runs 9] [-min 1000] [-max 4000000] [-sizes 8] [-kinds topk,lowrank] [-v]
 //
 // It does what sim.FitSelection does, sim.MeasureSelection per size and then
 // sim.FitLinear, but keeps the measured points to judge the fit, and measures every point
@@ -40,6 +40,7 @@ func main() {
 	maxN := flag.Int("max", 4_000_000, "largest tensor size")
 	points := flag.Int("sizes", 8, "number of log-spaced sizes from -min to -max")
 	verbose := flag.Bool("v", false, "print every measured point on stderr")
+	only := flag.String("kinds", "", "comma-separated kinds to measure (default: every selector, threshold and lowrank)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("fit-selection: ")
@@ -49,7 +50,10 @@ func main() {
 
 	sizes := logSizes(*minN, *maxN, *points)
 	// "sampled" is not measured: it is the same selector as "dgc" and gets its line.
-	kinds := append(compress.SelectorNames(), "threshold")
+	kinds := append(compress.SelectorNames(), compress.ThresholdKind, compress.LowRankKind)
+	if *only != "" {
+		kinds = strings.Split(*only, ",")
+	}
 
 	best := make([][]time.Duration, len(kinds))
 	for i := range best {
