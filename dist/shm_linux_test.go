@@ -173,6 +173,12 @@ func TestShmAllGatherOwnership(t *testing.T) {
 	}
 }
 
+// TestShmGatherer checks a Gatherer on shared memory, which gathers into its buffer.
+func TestShmGatherer(t *testing.T) {
+	withShmGeometry(t, 256, 64)
+	testGatherer(t, startShm(t, 3), true)
+}
+
 // TestShmAsync issues collectives of every kind before waiting for any.
 func TestShmAsync(t *testing.T) {
 	checkGoroutines(t)

@@ -13,8 +13,6 @@ type segment struct{}
 
 func (*segment) unmap() {}
 
-func (*segment) setPid(int) {}
-
 var errNoShm = errors.New("dist: shared memory transport not implemented on this system")
 
 func createSegment(size, chunk int) (*segment, string, []byte, error) { return nil, "", nil, errNoShm }

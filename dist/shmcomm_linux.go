@@ -4,7 +4,6 @@ package dist
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,9 +28,6 @@ type shmComm struct {
 	seg        *segment
 	rank, size int
 	small      int // bytes up to which every rank reduces a whole allreduce itself
-	// peerInProcess: some peer is a goroutine of this process (tests), so waits must also
-	// yield to the Go scheduler.
-	peerInProcess bool
 
 	mu     sync.Mutex
 	seq    uint64
@@ -52,12 +48,8 @@ type shmComm struct {
 
 func newShmComm(e *engine, seg *segment, small int) *shmComm {
 	e.hideSetup()
-	inProcess := false
-	for p := range e.size {
-		inProcess = inProcess || (p != e.rank && seg.u32(p, ctlPid).Load() == uint32(os.Getpid()))
-	}
 	s := &shmComm{
-		e: e, seg: seg, rank: e.rank, size: e.size, small: small, peerInProcess: inProcess,
+		e: e, seg: seg, rank: e.rank, size: e.size, small: small,
 		done: make(chan struct{}), epoch: time.Now(),
 	}
 	s.turn.L = &s.mu

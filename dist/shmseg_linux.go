@@ -41,7 +41,6 @@ const (
 	ctlReporter = 136 // int32
 	ctlCode     = 140 // uint32: causeCode
 	ctlMsgLen   = 144 // uint32: bytes of the fault's text
-	ctlPid      = 148 // uint32: the rank's process id, written before the setup's vote
 	ctlDesc     = 192 // two shmDesc, by step parity
 	ctlMsg      = 256 // the fault's text, up to maxShmFaultText bytes
 
@@ -171,9 +170,6 @@ func (s *segment) u32(rank, off int) *atomic.Uint32 {
 func (s *segment) arrive(rank int) *atomic.Uint32   { return s.u32(rank, ctlArrive) }
 func (s *segment) sleepers(rank int) *atomic.Uint32 { return s.u32(rank, ctlSleepers) }
 func (s *segment) state(rank int) *atomic.Uint32    { return s.u32(rank, ctlState) }
-
-// setPid records this process as rank's, so that peers can tell whether they share it.
-func (s *segment) setPid(rank int) { s.u32(rank, ctlPid).Store(uint32(os.Getpid())) }
 
 // setFault publishes this rank's fault, then its failed state: a peer that sees the
 // state also sees the fault.

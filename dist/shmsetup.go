@@ -88,7 +88,6 @@ func upgradeLocal(e *engine) (Communicator, error) {
 	vote := []byte{0}
 	if seg != nil {
 		vote[0] = 1
-		seg.setPid(e.rank)
 	}
 	votes, err := e.AllGatherV(vote)
 	if name != "" {

@@ -66,12 +66,12 @@ func (s *shmComm) waitAll(st uint32) error {
 		}
 		switch {
 		case waited < shmYieldFor:
-			// A peer that is a goroutine of this process (tests run ranks so) may need
-			// this thread, which the kernel's yield does not give it. Between processes
-			// the runtime's yield would only cost a thread wake-up.
-			if s.peerInProcess {
-				runtime.Gosched()
-			}
+			// The kernel's yield gives the core to other threads, but this goroutine keeps
+			// its P: without the runtime's yield, a collective waiting beside backward
+			// (an async one) would hold up the step's own computation, with
+			// GOMAXPROCS=1 all of it, for up to shmYieldFor at every wait. The runtime's
+			// yield also lets a peer that is a goroutine of this process (tests) run.
+			runtime.Gosched()
 			schedYield()
 		default:
 			sl := s.seg.sleepers(p)
