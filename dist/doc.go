@@ -104,7 +104,9 @@
 // Collectives run in steps. In each, every rank writes its part into a slot of its own,
 // announces the step (an atomic counter, which is also a futex word), and waits until all
 // ranks have announced it: looking at the peers' counters in short bursts and yielding
-// the core between them, then, after a millisecond, sleeping on the futex. Slots alternate between two parities, and a rank
+// between them both the core (to other processes) and the goroutine's turn (to the
+// rank's own computation, which an async collective waits beside), then, after a
+// millisecond, sleeping on the futex. Slots alternate between two parities, and a rank
 // reads a step's data before it announces the next one, so no other handshake is needed.
 // AllReduce up to 64 KiB takes one step in which every rank sums all buffers; above, the
 // buffer streams through the slots a chunk per step, each rank summing a P-th of the
