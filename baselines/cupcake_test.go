@@ -71,8 +71,8 @@ func TestCupcakeSearchesTheNumberOfGroups(t *testing.T) {
 				s.comm.Rank(), s.done, s.groups, len(s.buckets), tried)
 		}
 	}
-	for j, v := range runs[0].grads[len(runs[0].grads)-1][0] {
-		if v != runs[1].grads[len(runs[1].grads)-1][0][j] {
+	for j, v := range runs[0].Grads[len(runs[0].Grads)-1][0] {
+		if v != runs[1].Grads[len(runs[1].Grads)-1][0][j] {
 			t.Fatal("the ranks' gradients differ")
 		}
 	}

@@ -79,8 +79,8 @@ func TestOMGSReplansAndKeepsResiduals(t *testing.T) {
 	}
 	for s := range steps {
 		for id := range shapes {
-			for j, v := range runs[0].grads[s][id] {
-				if math.Float32bits(v) != math.Float32bits(runs[1].grads[s][id][j]) {
+			for j, v := range runs[0].Grads[s][id] {
+				if math.Float32bits(v) != math.Float32bits(runs[1].Grads[s][id][j]) {
 					t.Fatalf("step %d, tensor %d: the ranks differ", s, id)
 				}
 			}

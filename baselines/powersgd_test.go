@@ -10,6 +10,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
 
 // psgdShapes are a linear weight, a convolution kernel (8 x 27 as a matrix), a bias and a
@@ -29,79 +30,18 @@ func psgdTensors(shapes [][]int) []pipeline.Tensor {
 	return ts
 }
 
-// psgdRun is what one rank saw: the aggregated gradients of each step, its metrics, and the
-// pipeline's state after the last step.
-type psgdRun struct {
-	grads   [][][]float32 // step, tensor
-	metrics []pipeline.StepMetrics
-	state   pipeline.State
-}
-
 // runPipelines runs steps steps of the pipelines newPipe builds on world in-process ranks,
 // pushing grads(rank, step) in reverse tensor order; restore, when set, is every rank's
 // state to start from.
 func runPipelines(t *testing.T, world, steps int, shapes [][]int, grads func(r, s int) [][]float32,
-	newPipe func(dist.Communicator, []pipeline.Tensor) (pipeline.Pipeline, error), restore []pipeline.State) []psgdRun {
+	newPipe pipelinetest.Factory, restore []pipeline.State) []pipelinetest.Result {
 	t.Helper()
-	comms := dist.NewInProc(world)
-	runs := make([]psgdRun, world)
-	errs := make([]error, world)
-	var wg sync.WaitGroup
-	for r := range world {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer comms[r].Close()
-			runs[r], errs[r] = runOneRank(comms[r], r, steps, shapes, grads, newPipe, restore)
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
+	runs, err := pipelinetest.Job{World: world, Tensors: func() []pipeline.Tensor { return psgdTensors(shapes) },
+		Steps: steps, Grads: grads, New: newPipe, Restore: restore}.Run()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return runs
-}
-
-func runOneRank(comm dist.Communicator, r, steps int, shapes [][]int, grads func(r, s int) [][]float32,
-	newPipe func(dist.Communicator, []pipeline.Tensor) (pipeline.Pipeline, error), restore []pipeline.State) (psgdRun, error) {
-	var run psgdRun
-	tensors := psgdTensors(shapes)
-	p, err := newPipe(comm, tensors)
-	if err != nil {
-		return run, err
-	}
-	defer p.Close()
-	first := 0
-	if restore != nil {
-		if err := p.(pipeline.Stateful).Restore(restore[r]); err != nil {
-			return run, err
-		}
-		first = int(restore[r].Steps)
-	}
-	for s := first; s < first+steps; s++ {
-		g := grads(r, s)
-		for id := len(tensors) - 1; id >= 0; id-- {
-			copy(tensors[id].Grad, g[id])
-			if err := p.Push(id, tensors[id].Grad); err != nil {
-				return run, err
-			}
-		}
-		if err := p.Wait(); err != nil {
-			return run, err
-		}
-		step := make([][]float32, len(tensors))
-		for id := range tensors {
-			step[id] = append([]float32(nil), tensors[id].Grad...)
-		}
-		run.grads = append(run.grads, step)
-		run.metrics = append(run.metrics, p.Metrics())
-	}
-	if st, ok := p.(pipeline.Stateful); ok {
-		run.state, err = st.State()
-	}
-	return run, err
 }
 
 func powerSGDFactory(cfg PowerSGDConfig, thresholdBytes int) func(dist.Communicator, []pipeline.Tensor) (pipeline.Pipeline, error) {
@@ -198,7 +138,7 @@ func TestPowerSGDIsExactOnLowRankGradients(t *testing.T) {
 		runs := runPipelines(t, world, 2, psgdShapes, grads, powerSGDFactory(PowerSGDConfig{Rank: rank, Seed: 5}, threshold), nil)
 		for s := range 2 {
 			for id := range psgdShapes {
-				if e := relErr(runs[0].grads[s][id], meanOf(grads, world, s, id)); e > 1e-4 {
+				if e := relErr(runs[0].Grads[s][id], meanOf(grads, world, s, id)); e > 1e-4 {
 					t.Errorf("threshold %d, step %d, tensor %v: relative error %.2g from the mean gradient, want float rounding only",
 						threshold, s, psgdShapes[id], e)
 				}
@@ -212,10 +152,10 @@ func TestPowerSGDApproximatesFullRankGradients(t *testing.T) {
 	// sending everything.
 	grads := normalGrads(psgdShapes)
 	runs := runPipelines(t, 2, 1, psgdShapes, grads, powerSGDFactory(PowerSGDConfig{Rank: 2, Seed: 5}, 1<<20), nil)
-	if e := relErr(runs[0].grads[0][0], meanOf(grads, 2, 0, 0)); e < 0.3 {
+	if e := relErr(runs[0].Grads[0][0], meanOf(grads, 2, 0, 0)); e < 0.3 {
 		t.Errorf("a rank-2 approximation of a 40x30 noise matrix is within %.2g of it", e)
 	}
-	m := runs[0].metrics[0]
+	m := runs[0].Metrics[0]
 	// Sent: the bias (40), the 4x4 matrix (16), and (40+30)*2 and (8+27)*2 factor values.
 	want := float64(40+16+140+70) / float64(1200+216+40+16)
 	if !m.HasDensity || math.Abs(m.DensityAchieved-want) > 1e-9 {
@@ -227,11 +167,11 @@ func TestPowerSGDRanksAgreeBitwise(t *testing.T) {
 	const world = 3
 	runs := runPipelines(t, world, 4, psgdShapes, normalGrads(psgdShapes), powerSGDFactory(PowerSGDConfig{Rank: 2, ErrorFeedback: true, Seed: 1}, 256), nil)
 	for r := 1; r < world; r++ {
-		for s := range runs[0].grads {
+		for s := range runs[0].Grads {
 			for id := range psgdShapes {
-				for j, v := range runs[0].grads[s][id] {
-					if math.Float32bits(runs[r].grads[s][id][j]) != math.Float32bits(v) {
-						t.Fatalf("step %d, tensor %d, element %d: rank %d has %v, rank 0 %v", s, id, j, r, runs[r].grads[s][id][j], v)
+				for j, v := range runs[0].Grads[s][id] {
+					if math.Float32bits(runs[r].Grads[s][id][j]) != math.Float32bits(v) {
+						t.Fatalf("step %d, tensor %d, element %d: rank %d has %v, rank 0 %v", s, id, j, r, runs[r].Grads[s][id][j], v)
 					}
 				}
 			}
@@ -242,16 +182,16 @@ func TestPowerSGDRanksAgreeBitwise(t *testing.T) {
 // appliedAndKept sums, over the steps of runs, the gradient rank 0 applied to tensor id plus,
 // with residuals, the ranks' mean residual after the last step (got), and the mean of every
 // rank's gradient (want). With error feedback nothing is lost, and the two agree.
-func appliedAndKept(t *testing.T, runs []psgdRun, grads func(r, s int) [][]float32, id int, residuals bool) (got []float32, want []float64) {
+func appliedAndKept(t *testing.T, runs []pipelinetest.Result, grads func(r, s int) [][]float32, id int, residuals bool) (got []float32, want []float64) {
 	t.Helper()
 	world := len(runs)
-	want = make([]float64, len(runs[0].grads[0][id]))
+	want = make([]float64, len(runs[0].Grads[0][id]))
 	got = make([]float32, len(want))
-	for s := range runs[0].grads {
+	for s := range runs[0].Grads {
 		for j, v := range meanOf(grads, world, s, id) {
 			want[j] += v
 		}
-		for j, v := range runs[0].grads[s][id] {
+		for j, v := range runs[0].Grads[s][id] {
 			got[j] += v
 		}
 	}
@@ -259,7 +199,7 @@ func appliedAndKept(t *testing.T, runs []psgdRun, grads func(r, s int) [][]float
 		return got, want
 	}
 	for r := range world {
-		res := runs[r].state.Residuals[id]
+		res := runs[r].State.Residuals[id]
 		if len(res) != len(got) {
 			t.Fatalf("rank %d keeps %d residual values for tensor %d, want %d", r, len(res), id, len(got))
 		}
@@ -283,7 +223,7 @@ func TestPowerSGDErrorFeedbackKeepsTheSum(t *testing.T) {
 			t.Errorf("tensor %v: applied plus residual is %.2g away from the sum of the gradients", psgdShapes[id], e)
 		}
 	}
-	if runs[0].state.Residuals[2] != nil {
+	if runs[0].State.Residuals[2] != nil {
 		t.Error("the bias, sent whole, has a residual")
 	}
 
@@ -314,9 +254,9 @@ func TestPowerSGDSendsWholeWhereItCannotGain(t *testing.T) {
 		runs := runPipelines(t, 2, tc.steps, psgdShapes, grads, powerSGDFactory(tc.cfg, 256), nil)
 		for s := range tc.steps {
 			for id := range psgdShapes {
-				for j, v := range runs[1].grads[s][id] {
-					if math.Float32bits(v) != math.Float32bits(dense[1].grads[s][id][j]) {
-						t.Fatalf("%s: step %d, tensor %d, element %d: %v, dense gives %v", tc.name, s, id, j, v, dense[1].grads[s][id][j])
+				for j, v := range runs[1].Grads[s][id] {
+					if math.Float32bits(v) != math.Float32bits(dense[1].Grads[s][id][j]) {
+						t.Fatalf("%s: step %d, tensor %d, element %d: %v, dense gives %v", tc.name, s, id, j, v, dense[1].Grads[s][id][j])
 					}
 				}
 			}
@@ -330,16 +270,16 @@ func TestPowerSGDResumesExactly(t *testing.T) {
 	newPipe := powerSGDFactory(PowerSGDConfig{Rank: 2, ErrorFeedback: true, Seed: 9}, 256)
 	whole := runPipelines(t, 2, 6, psgdShapes, grads, newPipe, nil)
 	first := runPipelines(t, 2, 3, psgdShapes, grads, newPipe, nil)
-	states := []pipeline.State{first[0].state, first[1].state}
+	states := []pipeline.State{first[0].State, first[1].State}
 	if states[0].Extra == nil {
 		t.Fatal("the state carries no Q factors")
 	}
 	rest := runPipelines(t, 2, 3, psgdShapes, grads, newPipe, states)
 	for s := range 3 {
 		for id := range psgdShapes {
-			for j, v := range rest[0].grads[s][id] {
-				if math.Float32bits(v) != math.Float32bits(whole[0].grads[3+s][id][j]) {
-					t.Fatalf("resumed step %d, tensor %d, element %d: %v, uninterrupted %v", 3+s, id, j, v, whole[0].grads[3+s][id][j])
+			for j, v := range rest[0].Grads[s][id] {
+				if math.Float32bits(v) != math.Float32bits(whole[0].Grads[3+s][id][j]) {
+					t.Fatalf("resumed step %d, tensor %d, element %d: %v, uninterrupted %v", 3+s, id, j, v, whole[0].Grads[3+s][id][j])
 				}
 			}
 		}
@@ -347,8 +287,8 @@ func TestPowerSGDResumesExactly(t *testing.T) {
 }
 
 func TestPowerSGDRefusesBadStateAndConfig(t *testing.T) {
-	good := runPipelines(t, 1, 2, psgdShapes, normalGrads(psgdShapes), powerSGDFactory(PowerSGDConfig{Rank: 2, Seed: 1}, 256), nil)[0].state
-	otherModel := runPipelines(t, 1, 2, [][]int{{40, 30}}, normalGrads([][]int{{40, 30}}), powerSGDFactory(PowerSGDConfig{Rank: 2, Seed: 1}, 256), nil)[0].state
+	good := runPipelines(t, 1, 2, psgdShapes, normalGrads(psgdShapes), powerSGDFactory(PowerSGDConfig{Rank: 2, Seed: 1}, 256), nil)[0].State
+	otherModel := runPipelines(t, 1, 2, [][]int{{40, 30}}, normalGrads([][]int{{40, 30}}), powerSGDFactory(PowerSGDConfig{Rank: 2, Seed: 1}, 256), nil)[0].State
 	for _, tc := range []struct {
 		name  string
 		extra []byte
@@ -392,7 +332,7 @@ func TestPowerSGDWarmStartConverges(t *testing.T) {
 	fixed := func(r, s int) [][]float32 { return normalGrads(psgdShapes)(0, 0) }
 	runs := runPipelines(t, 1, 6, psgdShapes, fixed, powerSGDFactory(PowerSGDConfig{Rank: 1, Seed: 2}, 1<<20), nil)
 	want := meanOf(fixed, 1, 0, 0)
-	first, last := relErr(runs[0].grads[0][0], want), relErr(runs[0].grads[5][0], want)
+	first, last := relErr(runs[0].Grads[0][0], want), relErr(runs[0].Grads[5][0], want)
 	if last >= 0.95*first {
 		t.Errorf("error %.3g after six steps, %.3g after one: the factors are not carried from step to step", last, first)
 	}

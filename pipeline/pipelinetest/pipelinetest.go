@@ -45,10 +45,12 @@ func Normal(sizes []int, scale []float32) func(rank, step int) [][]float32 {
 type Factory func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
 
 // Result is what one rank saw: the aggregated gradients after each step's Wait, by step
-// and tensor, and each step's metrics.
+// and tensor, each step's metrics, and, for a pipeline.Stateful, its state after the
+// last step.
 type Result struct {
 	Grads   [][][]float32
 	Metrics []pipeline.StepMetrics
+	State   pipeline.State
 }
 
 // Run runs steps steps of the pipeline on world in-process ranks. Each step every rank
@@ -56,21 +58,45 @@ type Result struct {
 // last first) and waits. It returns every rank's results, or the first error with its
 // rank.
 func Run(world int, sizes, order []int, steps int, grads func(rank, step int) [][]float32, newPipe Factory, opts ...dist.Option) ([]Result, error) {
-	if order == nil {
-		for i := len(sizes) - 1; i >= 0; i-- {
-			order = append(order, i)
+	return Job{World: world, Sizes: sizes, Order: order, Steps: steps, Grads: grads, New: newPipe, Options: opts}.Run()
+}
+
+// Job is Run with every setting named, and two more: tensors with shapes, and ranks that
+// resume from saved states.
+type Job struct {
+	World   int
+	Sizes   []int                    // the tensors' sizes, when Tensors is nil
+	Tensors func() []pipeline.Tensor // builds one rank's tensors, ids 0, 1, ...
+	Order   []int                    // backprop order; nil: last tensor first
+	Steps   int
+	Grads   func(rank, step int) [][]float32
+	New     Factory
+	// Restore, when set, is every rank's state to start from; steps then count on from
+	// the state's.
+	Restore []pipeline.State
+	Options []dist.Option
+}
+
+// Run runs the job; see Run.
+func (j Job) Run() ([]Result, error) {
+	if j.Tensors == nil {
+		j.Tensors = func() []pipeline.Tensor { return Tensors(j.Sizes) }
+	}
+	if j.Order == nil {
+		for i := len(j.Tensors()) - 1; i >= 0; i-- {
+			j.Order = append(j.Order, i)
 		}
 	}
-	comms := dist.NewInProc(world, opts...)
-	results := make([]Result, world)
-	errs := make([]error, world)
+	comms := dist.NewInProc(j.World, j.Options...)
+	results := make([]Result, j.World)
+	errs := make([]error, j.World)
 	var wg sync.WaitGroup
-	for r := range world {
+	for r := range j.World {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer comms[r].Close()
-			results[r], errs[r] = runRank(comms[r], sizes, order, steps, grads, newPipe)
+			results[r], errs[r] = j.runRank(comms[r])
 		}()
 	}
 	wg.Wait()
@@ -82,20 +108,31 @@ func Run(world int, sizes, order []int, steps int, grads func(rank, step int) []
 	return results, nil
 }
 
-func runRank(comm dist.Communicator, sizes, order []int, steps int, grads func(rank, step int) [][]float32, newPipe Factory) (Result, error) {
+func (j Job) runRank(comm dist.Communicator) (Result, error) {
 	var res Result
-	tensors := Tensors(sizes)
-	p, err := newPipe(comm, tensors)
+	tensors := j.Tensors()
+	p, err := j.New(comm, tensors)
 	if err != nil {
 		return res, err
 	}
 	defer p.Close()
-	for s := range steps {
-		g := grads(comm.Rank(), s)
+	first := 0
+	if j.Restore != nil {
+		st, ok := p.(pipeline.Stateful)
+		if !ok {
+			return res, fmt.Errorf("restore: %T keeps no state", p)
+		}
+		if err := st.Restore(j.Restore[comm.Rank()]); err != nil {
+			return res, err
+		}
+		first = int(j.Restore[comm.Rank()].Steps)
+	}
+	for s := first; s < first+j.Steps; s++ {
+		g := j.Grads(comm.Rank(), s)
 		for _, t := range tensors {
 			copy(t.Grad, g[t.ID]) // what backward leaves in the parameters' gradients
 		}
-		for _, id := range order {
+		for _, id := range j.Order {
 			// The pipeline must copy what it needs: hand it a buffer that is
 			// overwritten right after the call, as the model's hook does.
 			tmp := append([]float32(nil), g[id]...)
@@ -116,7 +153,10 @@ func runRank(comm dist.Communicator, sizes, order []int, steps int, grads func(r
 		res.Grads = append(res.Grads, step)
 		res.Metrics = append(res.Metrics, p.Metrics())
 	}
-	return res, nil
+	if st, ok := p.(pipeline.Stateful); ok {
+		res.State, err = st.State()
+	}
+	return res, err
 }
 
 // Mean is the average over ranks of the gradients grads produces in step s: what a

@@ -2,9 +2,7 @@ package pipelinetest
 
 import (
 	"fmt"
-	"sync"
 
-	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -20,40 +18,15 @@ func CheckResume(world int, sizes []int, steps, split int, grads func(rank, step
 	if err != nil {
 		return fmt.Errorf("uninterrupted run: %w", err)
 	}
-	var mu sync.Mutex
-	first := make([]pipeline.Pipeline, world)
-	_, err = Run(world, sizes, nil, split, grads, func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		p, err := newPipe(comm, tensors)
-		mu.Lock()
-		first[comm.Rank()] = p
-		mu.Unlock()
-		return p, err
-	})
+	upTo, err := Run(world, sizes, nil, split, grads, newPipe)
 	if err != nil {
 		return fmt.Errorf("run up to the checkpoint: %w", err)
 	}
 	states := make([]pipeline.State, world)
-	for r, p := range first {
-		sp, ok := p.(pipeline.Stateful)
-		if !ok {
-			return fmt.Errorf("%T is not pipeline.Stateful", p)
-		}
-		if states[r], err = sp.State(); err != nil {
-			return fmt.Errorf("rank %d: taking the state: %w", r, err)
-		}
+	for r, res := range upTo {
+		states[r] = res.State
 	}
-	later := func(rank, step int) [][]float32 { return grads(rank, split+step) }
-	resumed, err := Run(world, sizes, nil, steps-split, later, func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		p, err := newPipe(comm, tensors)
-		if err != nil {
-			return nil, err
-		}
-		if err := p.(pipeline.Stateful).Restore(states[comm.Rank()]); err != nil {
-			p.Close()
-			return nil, err
-		}
-		return p, nil
-	})
+	resumed, err := Job{World: world, Sizes: sizes, Steps: steps - split, Grads: grads, New: newPipe, Restore: states}.Run()
 	if err != nil {
 		return fmt.Errorf("resumed run: %w", err)
 	}
