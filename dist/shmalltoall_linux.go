@@ -95,20 +95,17 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte) ([][]byte, error) {
 	copy(out[r], send[r])
 	o.sent, o.recv = sent, int64(total-len(out[r]))
 
-	for k := 0; ; k++ {
+	err := s.stream(steps, func(k int) {
 		for p, blk := range out {
 			if off := k * width; p != r && off < len(blk) {
 				copy(blk[off:], s.seg.slot(p, s.step&1)[hdr+r*width:hdr+(r+1)*width])
 			}
 		}
-		if k+1 == steps {
-			return out, nil
-		}
-		put(k + 1)
-		if _, err := s.sync(); err != nil {
-			return nil, err
-		}
+	}, put)
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // SendRecv implements Communicator.
@@ -163,16 +160,13 @@ func (s *shmComm) sendRecv(o *shmOp, send []byte, to, from int) ([]byte, error) 
 	} else {
 		o.sent, o.recv = int64(len(send)), int64(len(out))
 	}
-	for k := 0; ; k++ {
+	err := s.stream(steps, func(k int) {
 		if off := k * C; from != r && off < len(out) {
 			copy(out[off:], s.seg.slot(from, s.step&1))
 		}
-		if k+1 == steps {
-			return out, nil
-		}
-		put((k + 1) * C)
-		if _, err := s.sync(); err != nil {
-			return nil, err
-		}
+	}, func(k int) { put(k * C) })
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }

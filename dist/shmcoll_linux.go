@@ -358,18 +358,31 @@ func (s *shmComm) allGatherV(o *shmOp, send, buf []byte, out [][]byte) ([][]byte
 		return out, all, nil
 	}
 	copy(out[s.rank], send)
-	for k := 0; ; k++ {
+	err := s.stream(steps, func(k int) {
 		for p, blk := range out {
 			if off := k * C; p != s.rank && off < len(blk) {
 				copy(blk[off:], s.seg.slot(p, s.step&1))
 			}
 		}
+	}, func(k int) { put(k * C) })
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, all, nil
+}
+
+// stream runs the steps of a collective after its first, steps in all: at step k, take
+// reads what the peers wrote for it; unless k is the last, put then writes this rank's
+// part of step k+1 and the ranks sync.
+func (s *shmComm) stream(steps int, take, put func(k int)) error {
+	for k := 0; ; k++ {
+		take(k)
 		if k+1 == steps {
-			return out, all, nil
+			return nil
 		}
-		put((k + 1) * C)
+		put(k + 1)
 		if _, err := s.sync(); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 }
