@@ -220,8 +220,8 @@ func TestShmAsync(t *testing.T) {
 }
 
 // TestShmKilledRank: a rank whose process dies (here: its connections drop and it stops)
-// in the middle of a pipelined allreduce fails the others, naming it, and every later
-// collective too.
+// after it issued a pipelined allreduce, before the allreduce could finish, fails the
+// others, naming it, and every later collective too.
 func TestShmKilledRank(t *testing.T) {
 	checkGoroutines(t)
 	const P, victim = 4, 2
@@ -234,6 +234,11 @@ func TestShmKilledRank(t *testing.T) {
 			c.(*shmComm).kill()
 			h.Wait()
 			return nil
+		}
+		if r == 0 {
+			// Rank 0 joins after the victim died, so the allreduce cannot finish first
+			// on a fast machine (it did, within the victim's 50 ms).
+			time.Sleep(200 * time.Millisecond)
 		}
 		return c.AllReduce(make([]float32, 4<<20), Sum)
 	})
