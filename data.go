@@ -2,18 +2,15 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/dustin/go-humanize"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/ssfusion/ssfusion/datasets/fetch"
 	"github.com/ssfusion/ssfusion/trainer"
-	"golang.org/x/term"
 )
 
 func newDataCommand() *cobra.Command {
@@ -181,31 +178,6 @@ func readable(name, dir string) error {
 	}
 	return trainer.CheckData(&cfg)
 }
-
-// downloadBar draws a byte-counting bar on a terminal; elsewhere downloads are only logged.
-func downloadBar(w io.Writer) func(string, int64, int64) io.WriteCloser {
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return nil
-	}
-	return func(label string, size, done int64) io.WriteCloser {
-		bar := progressbar.NewOptions64(size,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(label),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(100e6),
-			progressbar.OptionShowCount(),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
-		)
-		bar.Set64(done)
-		return barCloser{bar}
-	}
-}
-
-type barCloser struct{ *progressbar.ProgressBar }
-
-func (b barCloser) Close() error { return b.Finish() }
 
 func stderrLogf(cmd *cobra.Command) func(string, ...any) {
 	return func(format string, args ...any) {

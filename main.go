@@ -132,6 +132,6 @@ func newRootCommand() *cobra.Command {
 		return cmd.Help()
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
-	root.AddCommand(newTrainCommand(), newRunCommand(), newPlotCommand(), newSimulateCommand(), newDataCommand())
+	root.AddCommand(newTrainCommand(), newRunCommand(), newPlotCommand(), newSimulateCommand(), newDataCommand(), newPipelinesCommand())
 	return root
 }

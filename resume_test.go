@@ -25,7 +25,7 @@ func runInterrupted(t *testing.T, cfg trainer.Config, stop int) {
 		go func() {
 			defer wg.Done()
 			defer comm.Close()
-			opts := options(cfg, comm, false)
+			opts := options(comm, false)
 			opts.AfterStep = func(steps int) {
 				if steps == stop {
 					cancel()
@@ -60,6 +60,10 @@ func TestResumeAfterInterruption(t *testing.T) {
 			base.Pipeline, base.Density, base.SelectThreshold, base.LogEvery = tc.pipeline, 0.05, 100, 0
 			base.MomentumCorrection = tc.dgc
 			base.DensityWarmupSteps = 6
+			var err error
+			if base.Settings, err = base.Settings.For(tc.pipeline); err != nil { // the keys it reads
+				t.Fatal(err)
+			}
 
 			straight := base
 			straight.Out = t.TempDir()

@@ -3,9 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -14,36 +12,30 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
-	"github.com/ssfusion/ssfusion/compress"
-	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/experiments"
-	"github.com/ssfusion/ssfusion/netmodel"
-	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/profile"
 	"github.com/ssfusion/ssfusion/sim"
-	"github.com/ssfusion/ssfusion/ssfusion"
-	"github.com/ssfusion/ssfusion/trainer"
+	"github.com/ssfusion/ssfusion/sim/validate"
 )
 
 // simulateFlags are the simulate command's settings.
 type simulateFlags struct {
 	profiles, pipelines, bandwidths []string
+	pipelinesSet                    bool     // --pipelines given, if empty
+	optionsSet                      []string // the pipeline options given
 	workers                         []int
 	latency                         time.Duration
 	allreduce                       string
 	perNode                         int
 	intraBandwidth                  string
 	intraLatency                    time.Duration
-	density, fusionMB, speed        float64
+	settings                        pipelines.Settings // the pipelines' options
+	speed                           float64
 	selection                       string
 	selectionSpeed                  float64
-	selector                        string
-	selectThreshold                 int
-	selectRule                      string
 	steps, warmup                   int
 	out                             string
 	validate                        bool
@@ -88,11 +80,26 @@ against measured step times. The validation runs select on this machine's CPU, s
 predicted with the CPU model as fitted here, whatever --selection and --selection-speed the
 sweep uses.`,
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, &f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			f.pipelinesSet = cmd.Flags().Changed("pipelines")
+			for _, key := range pipelines.Keys() {
+				if cmd.Flags().Changed(key) {
+					f.optionsSet = append(f.optionsSet, key)
+				}
+			}
+			if f.settings, err = pipelines.FromFlags(cmd.Flags(), pipelines.DefaultSettings()); err != nil {
+				return usage(err)
+			}
+			return runSimulate(cmd, &f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.profiles, "profile", []string{"resnet50", "bert-base"}, "model profiles: shipped names or JSON files")
-	fl.StringSliceVar(&f.pipelines, "pipelines", []string{"dense", "pertensor", "multitensor", "ssfusion", "safusion", "exdyna"}, "pipelines to simulate")
+	fl.StringSliceVar(&f.pipelines, "pipelines", nil, "pipelines to simulate (default: every registered one but the ablations, "+strings.Join(pipelines.Compared(), ",")+")")
+	// The planners plan with the simulated network and price selection by the selection
+	// model, so the keys that set those in training have no flags here.
+	pipelines.AddOptionFlags(fl, pipelines.DefaultSettings(), "cost-alpha", "cost-beta", "select-ns")
 	fl.IntSliceVar(&f.workers, "workers", []int{8, 16, 32, 64, 128, 256}, "worker counts")
 	fl.StringSliceVar(&f.bandwidths, "bandwidth", []string{"10Gbit", "100Gbit"}, "link bandwidths between nodes, e.g. 10Gbit,100Gbit")
 	fl.DurationVar(&f.latency, "latency", 0, "per-message start-up time alpha (0: the 10/56 Gbit constants, else 50µs)")
@@ -100,13 +107,8 @@ sweep uses.`,
 	fl.IntVar(&f.perNode, "gpus-per-node", 1, "ranks per node; above 1, collectives are hierarchical")
 	fl.StringVar(&f.intraBandwidth, "intra-bandwidth", "300Gbit", "link bandwidth inside a node (with --gpus-per-node > 1)")
 	fl.DurationVar(&f.intraLatency, "intra-latency", 10*time.Microsecond, "per-message start-up time inside a node")
-	fl.Float64Var(&f.density, "density", 0.01, "fraction of gradient elements the sparsifying pipelines send")
-	fl.Float64Var(&f.fusionMB, "fusion-mb", trainer.Defaults().FusionMB, "fusion buffer size in MiB")
-	fl.StringVar(&f.selector, "selector", "topk", "selector: "+strings.Join(compress.SelectorNames(), ", "))
-	fl.IntVar(&f.selectThreshold, "select-threshold", trainer.Defaults().SelectThreshold, "SSFusion, size rule: tensors of at least this many elements are sparsified")
-	fl.StringVar(&f.selectRule, "select-rule", trainer.Defaults().SelectRule, "SSFusion's choice of the tensors to sparsify: size, rank (the authors' code: 2-D parameters dense; needs profiles that record dimensions) or cost (see train --help)")
 	fl.Float64Var(&f.speed, "speed", 1, "compute speed factor: the profile's times are divided by it")
-	fl.StringVar(&f.selection, "selection", "cpu", "selection-time model: "+strings.Join(selectionModelNames(), " or "))
+	fl.StringVar(&f.selection, "selection", "cpu", "selection-time model: "+strings.Join(sim.SelectionModelNames(), " or "))
 	fl.Float64Var(&f.selectionSpeed, "selection-speed", 1, "selection speed factor: the selection model's times are divided by it")
 	fl.IntVar(&f.steps, "steps", sim.DefaultSteps, "steps simulated per job")
 	fl.IntVar(&f.warmup, "warmup", sim.DefaultWarmup, "first steps left out of the averages (0: the default, or all steps but the last)")
@@ -121,68 +123,44 @@ sweep uses.`,
 
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	// Until the work starts, what fails is the command line: usage errors.
-	profiles, err := loadProfiles(f.profiles, f.speed)
+	sweep, memory, err := f.sweep()
 	if err != nil {
 		return usage(err)
 	}
-	nets, err := simNetworks(f)
-	if err != nil {
-		return usage(err)
-	}
-	if err := checkSelectRule(f.selectRule, profiles); err != nil {
-		return usage(err)
-	}
-	if len(profiles) == 0 || len(nets) == 0 || len(f.pipelines) == 0 || len(f.workers) == 0 {
-		return usage(errors.New("nothing to simulate: --profile, --bandwidth, --pipelines and --workers each need a value"))
-	}
-	for _, w := range f.workers {
-		if w < 1 {
-			return usage(fmt.Errorf("--workers: %d is not a worker count", w))
-		}
-	}
-	newSelection, ok := selectionModels[f.selection]
-	if !ok {
-		return usage(fmt.Errorf("--selection %q: want %s", f.selection, strings.Join(selectionModelNames(), " or ")))
-	}
-	selection := newSelection()
-	if f.selectionSpeed != 1 {
-		if !(f.selectionSpeed > 0) || math.IsInf(f.selectionSpeed, 0) {
-			return usage(fmt.Errorf("--selection-speed must be positive and finite, got %g", f.selectionSpeed))
-		}
-		selection = selection.Scaled(f.selectionSpeed)
-	}
-	if !(f.tolerance >= 0) {
-		return usage(fmt.Errorf("--tolerance must be at least 0, got %g", f.tolerance))
-	}
-	size, err := humanize.ParseBytes(f.memory)
-	if err != nil || size > math.MaxInt64 {
-		return usage(fmt.Errorf("--memory %q: want a size such as 2GB or 512MB", f.memory))
-	}
-	memory := int64(size)
 	if memory > 0 {
-		// The runtime collects harder as the heap nears the limit, so that what the
-		// jobs no longer need does not add up to more than the budget allows. A job
-		// larger than the budget runs alone, and the limit leaves it room, lest the
-		// collector run without end.
-		limit := memory * 9 / 10 // what is not Go's heap, and the collector's lag, need room too
-		for _, p := range profiles {
-			if lone := sim.LoneMemory(p); lone > memory {
-				limit = max(limit, lone*5/4)
-			}
-		}
-		debug.SetMemoryLimit(limit)
+		debug.SetMemoryLimit(sim.HeapLimit(memory, sweep.Profiles))
 	}
-	// Build every pipeline once, on a toy tensor, so that a bad setting (an unknown
-	// pipeline, --density 2, an unknown --selector) fails now rather than after the
-	// validation trainings.
-	for _, net := range nets {
-		for _, name := range f.pipelines {
-			if err := tryPipeline(f, name, net, selection); err != nil {
-				return usage(err)
-			}
-		}
+	// A bad setting (an unknown pipeline, --density 2, an option a pipeline refuses)
+	// fails now rather than after the validation trainings. Of the pipelines simulated by
+	// default, one that cannot run on the profiles (PowerSGD needs the tensors' shapes,
+	// which shipped profiles lack) is left out, and said so, unless it reads an option
+	// the user gave.
+	if err := sweep.CheckSettings(); err != nil {
+		return usage(err)
 	}
-	report := &sim.Report{Setting: simSetting(f, nets)}
+	if f.pipelinesSet {
+		if err := sweep.Try(); err != nil {
+			return usage(err)
+		}
+	} else {
+		var kept []string
+		for _, name := range sweep.Pipelines {
+			if err := sweep.TryPipeline(name); err != nil {
+				if readsAny(name, f.optionsSet) {
+					return usage(err) // it fails with what the user asked of it
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "simulate: leaving out %v (name it in --pipelines to make this an error)\n", err)
+				continue
+			}
+			kept = append(kept, name)
+		}
+		if len(kept) == 0 {
+			return usage(errors.New("no pipeline can run on these profiles and settings"))
+		}
+		sweep.Pipelines = kept
+	}
+	_, described, _ := sim.NamedSelectionModel(f.selection)
+	report := &sim.Report{Setting: simSetting(f, sweep.Networks, described)}
 	if f.validate {
 		// The validation predicts runs measured here, whose selections ran on this
 		// machine's CPU, so it checks the simulator's machinery with the CPU model as
@@ -192,11 +170,6 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 			return err
 		}
 		report.Validation = v
-	}
-	sweep := &sim.Sweep{
-		Profiles: profiles, Pipelines: f.pipelines, Workers: f.workers, Networks: nets, Selection: selection,
-		Factory: func(name string, net sim.Net) (sim.Factory, error) { return simFactory(f, name, net, selection) },
-		Density: f.density, Steps: f.steps, Warmup: f.warmup, Seed: 1, Parallel: f.parallel, MemoryLimit: memory,
 	}
 	bar := newJobBar(sweep.Jobs(), "simulation")
 	sweep.Progress = bar.progress
@@ -219,159 +192,75 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	return nil
 }
 
-// checkSelectRule refuses a rule simulate cannot honour: the rank rule reads every
-// tensor's dimensions, which profiles measured before they were recorded lack; taking
-// those tensors for not 2-D would sparsify every tensor and simulate per-tensor
-// sparsification under SSFusion's name.
-func checkSelectRule(rule string, profiles []*profile.Profile) error {
-	r, err := ssfusion.ParseRule(rule)
+// sweep builds the sweep the flags describe, and the memory its jobs may hold together
+// (0: no limit).
+func (f *simulateFlags) sweep() (*sim.Sweep, int64, error) {
+	profiles, err := sim.LoadProfiles(f.profiles, f.speed)
 	if err != nil {
-		return fmt.Errorf("--select-rule: %w", err)
+		return nil, 0, fmt.Errorf("--profile, --speed: %w", err)
 	}
-	if r != ssfusion.ByRank {
-		return nil
-	}
-	for _, p := range profiles {
-		for _, t := range p.Tensors {
-			if t.Dims == 0 {
-				return fmt.Errorf("--select-rule rank needs every tensor's dimensions, and tensor %s of profile %s has none: measure the profile again with train --profile-out", t.Name, p.Model)
-			}
-		}
-	}
-	return nil
-}
-
-// loadProfiles reads each --profile: a shipped name, or a JSON file.
-func loadProfiles(names []string, speed float64) ([]*profile.Profile, error) {
-	var out []*profile.Profile
-	for _, name := range names {
-		var p *profile.Profile
-		var err error
-		if strings.HasSuffix(name, ".json") || strings.ContainsRune(name, os.PathSeparator) {
-			p, err = profile.Load(name)
-		} else if p, err = profile.Builtin(name); err != nil {
-			err = fmt.Errorf("--profile %s: not a shipped model (%s) nor a .json file: %w", name, strings.Join(profile.Architectures(), ", "), err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if p, err = p.Scaled(speed); err != nil {
-			return nil, fmt.Errorf("--speed: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-// simNetworks builds one network per --bandwidth.
-func simNetworks(f *simulateFlags) ([]sim.Net, error) {
-	alg, err := netmodel.ParseAlgorithm(f.allreduce)
+	nets, err := sim.Networks{Bandwidths: f.bandwidths, Latency: f.latency, AllReduce: f.allreduce, PerNode: f.perNode,
+		IntraBandwidth: f.intraBandwidth, IntraLatency: f.intraLatency}.Build()
 	if err != nil {
-		return nil, fmt.Errorf("--allreduce: %w", err)
+		return nil, 0, fmt.Errorf("network flags: %w", err)
 	}
-	var intra netmodel.Link
-	if f.perNode > 1 {
-		c, err := netmodel.ParseCable(f.intraBandwidth, f.intraLatency.String())
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("--intra-bandwidth, --intra-latency: %w", err)
-		case !c.Shaped():
-			return nil, fmt.Errorf("--intra-bandwidth %q: want a positive rate such as 300Gbit", f.intraBandwidth)
-		}
-		intra = c.Link()
+	names := f.pipelines
+	if !f.pipelinesSet {
+		names = pipelines.Compared()
 	}
-	var nets []sim.Net
-	for _, b := range f.bandwidths {
-		c, err := netmodel.ParseCable(b, f.latency.String())
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("--bandwidth, --latency: %w", err)
-		case !c.Shaped():
-			return nil, fmt.Errorf("--bandwidth %q: want a positive rate such as 10Gbit", b)
+	// Each pipeline takes the options it reads; an option none of them reads is a
+	// mistake.
+	for _, key := range f.optionsSet {
+		if !slices.ContainsFunc(names, func(n string) bool { s, err := pipelines.Lookup(n); return err != nil || s.ReadsKey(key) }) {
+			return nil, 0, fmt.Errorf("--%s: none of the pipelines simulated (%s) reads it", key, strings.Join(names, ", "))
 		}
-		inter, preset := netmodel.NetworkPreset(c.BitsPerSecond)
-		if !preset || c.Latency > 0 {
-			if c.Latency == 0 {
-				c.Latency = 50 * time.Microsecond
-			}
-			inter = c.Link()
-		}
-		n := netmodel.Network{Inter: inter, Intra: intra, PerNode: f.perNode, AllReduceAlg: alg}
-		if err := n.Check(); err != nil {
-			return nil, fmt.Errorf("network at %s: %w", b, err)
-		}
-		nets = append(nets, sim.Net{Name: b, Model: n})
 	}
-	return nets, nil
-}
-
-// simFactory builds pipeline name as train would, except that the planners plan with the
-// simulated network itself, so that --allreduce, --gpus-per-node and the links mean the
-// same for planning as for timing.
-func simFactory(f *simulateFlags, name string, net sim.Net, selection sim.SelectionModel) (sim.Factory, error) {
-	build, ok := pipelines[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown pipeline %q", name)
+	if len(profiles) == 0 || len(nets) == 0 || len(names) == 0 || len(f.workers) == 0 {
+		return nil, 0, errors.New("nothing to simulate: --profile, --bandwidth, --pipelines and --workers each need a value")
 	}
-	cfg := trainer.Defaults()
-	cfg.Pipeline, cfg.Density, cfg.FusionMB = name, f.density, f.fusionMB
-	cfg.Selector, cfg.SelectThreshold, cfg.SelectRule = f.selector, f.selectThreshold, f.selectRule
-	// The chooser prices selection per element; a 1M-element tensor's time per element
-	// spreads the model's per-call cost (kernel launches, under the GPU model) over a
-	// tensor of the size SSFusion sparsifies.
-	cfg.SelectNS = selection.Time(f.selector, 1<<20).Seconds() * 1e9 / (1 << 20)
-	plan := net.Model
-	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-		return build(&cfg, &plan, comm, tensors)
-	}, nil
-}
-
-// tryPipeline builds pipeline name for net on a one-tensor model and closes it.
-func tryPipeline(f *simulateFlags, name string, net sim.Net, selection sim.SelectionModel) error {
-	build, err := simFactory(f, name, net, selection)
+	for _, w := range f.workers {
+		if w < 1 {
+			return nil, 0, fmt.Errorf("--workers: %d is not a worker count", w)
+		}
+	}
+	selection, _, err := sim.NamedSelectionModel(f.selection)
 	if err != nil {
-		return err
+		return nil, 0, fmt.Errorf("--selection: %w", err)
 	}
-	comm := sim.NewSimRank(2, net.Model, sim.NewVirtualClock(selection.Time))
-	defer comm.Close()
-	p, err := build(comm, []pipeline.Tensor{{ID: 0, Name: "w", Grad: make([]float32, 64)}})
-	if err != nil {
-		return fmt.Errorf("pipeline %s: %w", name, err)
+	if f.selectionSpeed != 1 {
+		if !(f.selectionSpeed > 0) || math.IsInf(f.selectionSpeed, 0) {
+			return nil, 0, fmt.Errorf("--selection-speed must be positive and finite, got %g", f.selectionSpeed)
+		}
+		selection = selection.Scaled(f.selectionSpeed)
 	}
-	return p.Close()
+	if !(f.tolerance >= 0) {
+		return nil, 0, fmt.Errorf("--tolerance must be at least 0, got %g", f.tolerance)
+	}
+	size, err := humanize.ParseBytes(f.memory)
+	if err != nil || size > math.MaxInt64 {
+		return nil, 0, fmt.Errorf("--memory %q: want a size such as 2GB or 512MB", f.memory)
+	}
+	return &sim.Sweep{
+		Profiles: profiles, Pipelines: names, Workers: f.workers, Networks: nets, Selection: selection,
+		Settings: f.settings, Steps: f.steps, Warmup: f.warmup, Seed: 1, Parallel: f.parallel, MemoryLimit: int64(size),
+	}, int64(size), nil
 }
 
-// selectionModels are the --selection values: the selection-time models by name.
-var selectionModels = map[string]func() sim.SelectionModel{
-	"cpu": sim.DefaultSelectionModel,
-	"gpu": sim.GPUSelectionModel,
+// readsAny reports whether pipeline name reads any of keys.
+func readsAny(name string, keys []string) bool {
+	spec, err := pipelines.Lookup(name)
+	return err == nil && slices.ContainsFunc(keys, spec.ReadsKey)
 }
 
-// selectionModelDescriptions say in the report what each --selection value stands for.
-var selectionModelDescriptions = map[string]string{
-	"cpu": "cpu: our selectors on this machine's CPU (sim.DefaultSelectionModel)",
-	"gpu": "gpu: the papers' PyTorch selectors on a V100, from published figures and stated estimates (sim.GPUSelectionModel)",
-}
-
-func selectionModelNames() []string {
-	return slices.Sorted(maps.Keys(selectionModels))
-}
-
-func simSetting(f *simulateFlags, nets []sim.Net) map[string]string {
+func simSetting(f *simulateFlags, nets []sim.Net, selection string) map[string]string {
 	s := map[string]string{
-		"density":   fmt.Sprint(f.density),
-		"fusion":    fmt.Sprintf("%g MiB", f.fusionMB),
-		"selection": selectionModelDescriptions[f.selection],
-		"selector":  f.selector,
+		"density":   fmt.Sprint(f.settings.Density),
+		"fusion":    fmt.Sprintf("%g MiB", f.settings.FusionMB),
+		"selection": selection,
+		"selector":  f.settings.Selector,
 		"steps":     fmt.Sprintf("%d, of which %d warm-up", f.steps, f.warmup),
 		"speed":     fmt.Sprintf("compute x%g, selection x%g", f.speed, f.selectionSpeed),
-		"threshold": fmt.Sprintf("SSFusion sparsifies tensors of at least %d elements", f.selectThreshold),
-	}
-	switch f.selectRule {
-	case "rank":
-		s["threshold"] = "SSFusion sparsifies every tensor but the 2-D ones (the authors' rule)"
-	case "cost":
-		s["threshold"] = "SSFusion sparsifies the tensors its cost model picks, whatever their size"
+		"threshold": fmt.Sprintf("select-rule %s, select-threshold %d", f.settings.SelectRule, f.settings.SelectThreshold),
 	}
 	for _, n := range nets {
 		s["network "+n.Name] = n.Model.String()
@@ -394,7 +283,7 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 	if err := preflight(f.validation, cells); err != nil {
 		return nil, err
 	}
-	v := newValidator(selection, f.tolerance)
+	v := &validate.Validator{Selection: selection, Tolerance: f.tolerance}
 	v.Train = func(cells []experiments.Cell, force bool) error {
 		show := newCellDisplay()
 		if force {
@@ -407,54 +296,4 @@ func validateSimulator(cmd *cobra.Command, f *simulateFlags, selection sim.Selec
 		return err
 	}
 	return v.Validate(cmd.Context(), cells)
-}
-
-// newValidator is the simulator's validation, building the runs' pipelines as train does,
-// planners included; its Train is the caller's to set.
-func newValidator(selection sim.SelectionModel, tolerance float64) *sim.Validator {
-	return &sim.Validator{Selection: selection, Tolerance: tolerance,
-		Build: func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-			build, ok := pipelines[cfg.Pipeline]
-			if !ok {
-				return nil, fmt.Errorf("unknown pipeline %q", cfg.Pipeline)
-			}
-			net, err := planningNetwork(cfg)
-			if err != nil {
-				return nil, err
-			}
-			return build(cfg, net, comm, tensors)
-		},
-	}
-}
-
-// jobBar shows a sweep's progress: a bar on a terminal, a line per job otherwise.
-type jobBar struct {
-	bar  *progressbar.ProgressBar
-	what string
-}
-
-func newJobBar(jobs int, what string) *jobBar {
-	b := &jobBar{what: what}
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		b.bar = progressbar.NewOptions(jobs, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetItsString("job"),
-			progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true), progressbar.OptionSetWidth(20),
-			progressbar.OptionThrottle(200*time.Millisecond))
-	}
-	return b
-}
-
-func (b *jobBar) progress(done, total int, job string) {
-	if b.bar == nil {
-		fmt.Fprintf(os.Stderr, "%s %d/%d done: %s\n", b.what, done, total, job)
-		return
-	}
-	b.bar.Set(done)
-	b.bar.Describe(job)
-}
-
-func (b *jobBar) finish() {
-	if b.bar != nil {
-		b.bar.Finish()
-		fmt.Fprintln(os.Stderr)
-	}
 }

@@ -3,14 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -38,9 +37,6 @@ Flags win over the environment, the environment over the file.`,
 		if err != nil {
 			return err
 		}
-		if _, ok := pipelines[cfg.Pipeline]; !ok {
-			return usage(fmt.Errorf("unknown pipeline %q (available: %s)", cfg.Pipeline, strings.Join(sortedKeys(pipelines), ", ")))
-		}
 		// Checked here, before any worker process starts, rather than in each of them.
 		resolved := cfg
 		resolved.Resolve()
@@ -59,7 +55,7 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.String("model", d.Model, "model: mlp, resnet8|20|32|56|110, resnet18, vgg11|13|16|19, lstm")
 	f.String("dataset", d.Dataset, "data set: mnist (embedded), fashion-mnist, cifar10, cifar100, ptb, wikitext2, synthetic, synthetic-text")
 	f.String("data-dir", d.DataDir, "folder holding the data set's files (default for mnist: the copy in the Go module cache)")
-	f.String("pipeline", d.Pipeline, "gradient pipeline: "+strings.Join(sortedKeys(pipelines), ", "))
+	pipelines.AddFlags(f, d.Settings)
 	f.Int("workers", d.Workers, "worker processes")
 	f.Int("epochs", d.Epochs, "epochs to train (0: one epoch, or as many as --max-steps needs)")
 	f.Int("max-steps", d.MaxSteps, "stop after this many steps (0: no limit)")
@@ -83,21 +79,6 @@ func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
 	f.Int("layers", d.Layers, "lstm: layers")
 	f.Float64("dropout", d.Dropout, "lstm: dropout between layers")
 	f.String("augment", d.Augment, "image augmentation: auto (crop-flip for CIFAR), none, crop-flip")
-	f.Float64("density", d.Density, "fraction of gradient elements a sparsifying pipeline sends")
-	f.Float64("fusion-mb", d.FusionMB, "fusion buffer threshold in MB")
-	f.String("selector", d.Selector, "element selector of sparsifying pipelines: "+strings.Join(compress.SelectorNames(), ", "))
-	f.Int("select-threshold", d.SelectThreshold, "SSFusion, size rule: tensors with at least this many elements are sparsified")
-	f.String("select-rule", d.SelectRule, "SSFusion's choice of the tensors to sparsify: size (at least --select-threshold elements, pruned by the cost model when there is a planning network), rank (the authors' code: 2-D parameters stay dense, every other tensor is sparsified; no threshold, no cost model) or cost (every tensor a candidate, the cost model decides; needs --bandwidth or --cost-beta)")
-	f.Int("density-warmup-steps", d.DensityWarmupSteps, "sparsifying pipelines: the density falls from 0.25 to --density over these first steps (DGC's warm-up)")
-	f.Int("select-workers", d.SelectWorkers, "SSFusion: goroutines that run offloaded selection")
-	f.Bool("momentum-correction", d.MomentumCorrection, "sparsifying pipelines: apply momentum before selection (DGC); the optimizer then runs without")
-	f.Bool("error-feedback", d.ErrorFeedback, "sparsifying pipelines: keep what a step does not send and add it to the next step's gradient; --error-feedback=false drops it, as the authors' top-k baselines do (not with dense or --momentum-correction)")
-	f.Float64("cost-alpha", d.CostAlpha, "planners' link (SSFusion's chooser, SAFusion's buffer sizing): start-up time per message, seconds (e.g. 5.2e-4); needs --cost-beta")
-	f.Float64("cost-beta", d.CostBeta, "planners' link (SSFusion's chooser, SAFusion's buffer sizing): time per byte, seconds (e.g. 8.6e-10); 0: the emulated link, else none (SSFusion: size threshold alone; SAFusion: 10 Gbit/s)")
-	f.String("exdyna-threshold", d.ExDynaThreshold, "ExDyna's threshold: measured (ours: estimated in every step from samples shared in the allgather, so the density holds from the first step) or paper (1/(2 sqrt(k)) at first, then steps of half a percent)")
-	f.Int("powersgd-rank", d.PowerSGDRank, "PowerSGD: rank of the approximation of each matrix-shaped gradient")
-	f.Int("powersgd-warmup-steps", d.PowerSGDWarmupSteps, "PowerSGD: first steps allreduced densely (the DDP hook's start_powerSGD_iter)")
-	f.Float64("select-ns", d.SelectNS, "SSFusion's chooser: selection time per element, nanoseconds")
 	f.String("backend", d.Backend, "collectives backend: tcp, inproc, mpi")
 	f.String("bandwidth", d.Bandwidth, "emulated link bandwidth, e.g. 1Gbit (empty: unlimited)")
 	f.String("latency", d.Latency, "emulated link latency, e.g. 100us")
@@ -174,15 +155,6 @@ func resumeDefaults(v *viper.Viper, flags *pflag.FlagSet) error {
 		v.Set("out", dir)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // launcherFlags are the flags of train that are not configuration keys: where to read the

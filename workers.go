@@ -11,11 +11,7 @@ import (
 	"strconv"
 	"sync"
 
-	"golang.org/x/term"
-
 	"github.com/ssfusion/ssfusion/dist"
-	"github.com/ssfusion/ssfusion/netmodel"
-	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -34,10 +30,10 @@ func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 		return usage(fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", cfg.Backend))
 	}
 	// Before any worker starts, rather than once in each.
-	if _, err := link(&cfg); err != nil {
+	if _, err := cfg.Cable(); err != nil {
 		return usage(err)
 	}
-	if err := checkPipeline(cfg); err != nil {
+	if err := trainer.CheckPipeline(cfg); err != nil {
 		return usage(err)
 	}
 	if cfg.Backend == "mpi" {
@@ -70,7 +66,7 @@ func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 		}
 		return dist.Launch(ctx, launch)
 	}
-	_, err = trainer.Run(ctx, cfg, options(cfg, nil, true))
+	_, err = trainer.Run(ctx, cfg, options(nil, true))
 	return err
 }
 
@@ -90,22 +86,9 @@ func beforeLaunch(cfg trainer.Config, world int) error {
 	return trainer.CheckData(&cfg)
 }
 
-// options wires the pipeline named by cfg to comm; only a process that logs shows progress.
-func options(cfg trainer.Config, comm dist.Communicator, logs bool) trainer.Options {
-	build := pipelines[cfg.Pipeline]
-	opts := trainer.Options{
-		Comm: comm,
-		NewPipeline: func(cfg *trainer.Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-			net, err := planningNetwork(cfg)
-			if err != nil {
-				return nil, err
-			}
-			if comm == nil {
-				return buildAlone(build, cfg, net, tensors)
-			}
-			return build(cfg, net, comm, tensors)
-		},
-	}
+// options runs the training on comm; only a process that logs shows progress.
+func options(comm dist.Communicator, logs bool) trainer.Options {
+	opts := trainer.Options{Comm: comm}
 	if logs {
 		opts.Logf = log.New(os.Stderr, "", log.LstdFlags).Printf
 		if tty := progressTerminal(); tty != nil { // a nil *os.File would be a non-nil Writer
@@ -115,79 +98,13 @@ func options(cfg trainer.Config, comm dist.Communicator, logs bool) trainer.Opti
 	return opts
 }
 
-// progressFDEnv names, in a worker the launcher started, the file descriptor of the
-// launcher's terminal, handed to rank 0 for its progress bar.
-const progressFDEnv = "SSFUSION_PROGRESS_FD"
-
-// progressTerminal is where the process that logs draws its progress bar: its own stderr
-// when that is a terminal, the launcher's terminal when the launcher handed it one, and
-// nowhere (nil) otherwise.
-func progressTerminal() *os.File {
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		return os.Stderr
-	}
-	fd, err := strconv.Atoi(os.Getenv(progressFDEnv))
-	if err != nil || fd < 3 || !term.IsTerminal(fd) {
-		return nil
-	}
-	return os.NewFile(uintptr(fd), "terminal")
-}
-
-// buildAlone builds the pipeline of a single process on a one-rank communicator, which the
-// pipeline's Close then closes.
-func buildAlone(build newPipeline, cfg *trainer.Config, net *netmodel.Network, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-	comm := dist.NewInProc(1)[0]
-	p, err := build(cfg, net, comm, tensors)
-	if err != nil {
-		comm.Close()
-		return nil, err
-	}
-	return closeBoth{p, comm}, nil
-}
-
-// closeBoth is a pipeline that also owns its communicator.
-type closeBoth struct {
-	pipeline.Pipeline
-	comm dist.Communicator
-}
-
-func (c closeBoth) Close() error { return errors.Join(c.Pipeline.Close(), c.comm.Close()) }
-
-// State implements pipeline.Stateful for the pipeline inside, which may keep no state.
-func (c closeBoth) State() (pipeline.State, error) {
-	if s, ok := c.Pipeline.(pipeline.Stateful); ok {
-		return s.State()
-	}
-	return pipeline.State{}, nil
-}
-
-// Restore implements pipeline.Stateful.
-func (c closeBoth) Restore(st pipeline.State) error {
-	if s, ok := c.Pipeline.(pipeline.Stateful); ok {
-		return s.Restore(st)
-	}
-	if st.Residuals != nil || st.Momenta != nil {
-		return errors.New("the pipeline keeps no state, the checkpoint holds some")
-	}
-	return nil
-}
-
-// link reads the emulated link, --bandwidth and --latency; unshaped when they are empty.
-func link(cfg *trainer.Config) (netmodel.Cable, error) {
-	c, err := netmodel.ParseCable(cfg.Bandwidth, cfg.Latency)
-	if err != nil {
-		return netmodel.Cable{}, fmt.Errorf("emulated link (--bandwidth %q, --latency %q): %w", cfg.Bandwidth, cfg.Latency, err)
-	}
-	return c, nil
-}
-
 // runWorker is one rank of a TCP job: the launcher or a user on each machine started it with
 // its rank in the environment.
 func runWorker(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) error {
 	if cfg.Backend == "inproc" {
 		return errors.New("--backend inproc runs all ranks in one process: use it with --workers, not as a worker")
 	}
-	c, err := link(&cfg)
+	c, err := cfg.Cable()
 	if err != nil {
 		return err
 	}
@@ -223,7 +140,7 @@ func trainAs(ctx context.Context, cfg trainer.Config, comm dist.Communicator) er
 	}
 	defer stop()
 	cfg.Workers = comm.Size()
-	_, err = trainer.Run(ctx, cfg, options(cfg, comm, comm.Rank() == 0))
+	_, err = trainer.Run(ctx, cfg, options(comm, comm.Rank() == 0))
 	return err
 }
 
@@ -255,7 +172,7 @@ func startCPUProfile(rank int) (stop func(), err error) {
 
 // runInProc runs cfg.Workers ranks as goroutines of this process, over in-memory links.
 func runInProc(ctx context.Context, cfg trainer.Config) error {
-	c, err := link(&cfg)
+	c, err := cfg.Cable()
 	if err != nil {
 		return err
 	}
@@ -271,7 +188,7 @@ func runInProc(ctx context.Context, cfg trainer.Config) error {
 		go func() {
 			defer wg.Done()
 			defer comm.Close() // lets the other ranks see a failed one
-			if _, err := trainer.Run(ctx, cfg, options(cfg, comm, rank == 0)); err != nil {
+			if _, err := trainer.Run(ctx, cfg, options(comm, rank == 0)); err != nil {
 				errs[rank] = fmt.Errorf("rank %d: %w", rank, err)
 			}
 		}()

@@ -17,13 +17,14 @@ import (
 	"testing"
 
 	"github.com/creack/pty"
-	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/trainer"
 	"golang.org/x/term"
 )
 
-func readSummary(t *testing.T, dir string) trainer.Summary {
+func readSummary(t testing.TB, dir string) trainer.Summary {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
@@ -92,12 +93,16 @@ func TestBackendErrors(t *testing.T) {
 // weight matrices, the pipelines that select by one threshold over many tensors
 // (multi-tensor, OMGS-SGD, Cupcake, ExDyna, Ok-Topk, SparDL) miss tensors; those that select in every tensor never do.
 func TestEveryPipelineKeepsRanksIdentical(t *testing.T) {
-	for _, name := range sortedKeys(pipelines) {
+	for _, name := range pipelines.Names() {
 		t.Run(name, func(t *testing.T) {
 			cfg := trainer.Defaults()
 			cfg.Model, cfg.Dataset, cfg.MaxSteps, cfg.EvalSamples = "mlp", "mnist", 12, 200
 			cfg.Workers, cfg.BatchSize, cfg.Backend, cfg.CheckEvery = 3, 8, "inproc", 1
-			cfg.Pipeline, cfg.Density, cfg.SelectThreshold, cfg.Out = name, 0.01, 1000, t.TempDir()
+			cfg.Density, cfg.SelectThreshold, cfg.Out = 0.01, 1000, t.TempDir()
+			var err error
+			if cfg.Settings, err = cfg.Settings.For(name); err != nil { // the keys it reads
+				t.Fatal(err)
+			}
 			// The rate the traffic bound below was set for: ExDyna's threshold, which starts
 			// from the target alone, takes its first steps to settle at other rates.
 			cfg.LR = 0.1
@@ -127,7 +132,7 @@ func TestEveryPipelineKeepsRanksIdentical(t *testing.T) {
 				t.Errorf("%g tensors missing per step", missing)
 			}
 			// ExDyna's figures of its own reach the summary as means over the steps.
-			if ours, theirs := s.Extra[baselines.ExDynaIndexBytes], s.Extra[baselines.ExDynaAuthorsIndexBytes]; (name == "exdyna") != (ours > 0 && theirs > 0) {
+			if ours, theirs := s.Extra[pipeline.IndexBytes], s.Extra[pipeline.AuthorsIndexBytes]; (name == "exdyna") != (ours > 0 && theirs > 0) {
 				t.Errorf("index bytes in the summary: %g ours, %g the authors'", ours, theirs)
 			}
 		})
@@ -157,6 +162,10 @@ func TestFidelitySwitchesKeepRanksIdentical(t *testing.T) {
 			cfg.Pipeline, cfg.Density, cfg.LR, cfg.Out = tc.pipeline, 0.01, 0.1, t.TempDir()
 			cfg.SelectRule, cfg.ErrorFeedback = tc.rule, tc.feedback
 			cfg.CostAlpha, cfg.CostBeta = 5.2e-4, 8.6e-10
+			var err error
+			if cfg.Settings, err = cfg.Settings.For(tc.pipeline); err != nil { // the keys it reads
+				t.Fatal(err)
+			}
 			if err := train(context.Background(), cfg); err != nil {
 				t.Fatal(err)
 			}

@@ -26,7 +26,7 @@ type flatGradient struct {
 	offsets  []int // by tensor id: first element in the flattened gradient; offsets[len] = N
 	pushes   *pipeline.Pushes
 	meter    *fusion.Meter
-	clock    dist.Clock
+	clock    pipeline.Clock
 	mem      *compress.Memory
 	flat     []float32 // the accumulators of all tensors end to end, bound into mem
 
@@ -62,7 +62,7 @@ func newFlatGradient(name string, comm dist.Communicator, tensors []pipeline.Ten
 		return f, fmt.Errorf("%s: %w", name, err)
 	}
 	f.mem, f.flat = mem, make([]float32, f.numel())
-	f.pushes, f.meter, f.clock = pipeline.NewPushes(tensors), fusion.NewMeter(comm, tensors), dist.ClockOf(comm)
+	f.pushes, f.meter, f.clock = pipeline.NewPushes(tensors), fusion.NewMeter(comm, tensors), pipeline.ClockOf(comm)
 	for id := range tensors {
 		if err := mem.Bind(id, f.flat[f.offsets[id]:f.offsets[id+1]]); err != nil {
 			return f, err

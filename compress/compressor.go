@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // Recorder is where a Compressor reports each selection: how long it took, how many
@@ -22,7 +22,7 @@ const LowRankKind = "lowrank"
 // Timing is how a pipeline times its selections: on its communicator's clock (real, or
 // virtual under the simulator, where a selection takes what the model of Kind predicts).
 type Timing struct {
-	Clock dist.Clock
+	Clock pipeline.Clock
 	Kind  string // the selector's name, or ThresholdKind for a plain threshold scan
 }
 
@@ -55,7 +55,7 @@ type Compressor struct {
 // NewMemory); sels gives the selector of each selecting goroutine (see NewSelector).
 // Selections are timed on clock, follow step() for the density schedule and are reported
 // to rec.
-func NewCompressor(cfg Config, sizes []int, sels []Selector, clock dist.Clock, rec Recorder, step func() int) (*Compressor, error) {
+func NewCompressor(cfg Config, sizes []int, sels []Selector, clock pipeline.Clock, rec Recorder, step func() int) (*Compressor, error) {
 	if len(sels) == 0 {
 		return nil, fmt.Errorf("compress: a compressor needs at least one selector")
 	}
@@ -102,6 +102,9 @@ func (c *Compressor) Select(worker, id int, part *SparseTensor) error {
 	if acc == nil {
 		return fmt.Errorf("compress: tensor %d has no error-feedback memory", id)
 	}
+	if r, ok := c.sels[worker].(Reseeder); ok {
+		r.Reseed(c.step(), id)
+	}
 	start := c.timing.Start()
 	var err error
 	if part.Indices, err = c.sels[worker].Select(acc, c.K(len(acc)), part.Indices); err != nil {
@@ -125,6 +128,9 @@ func (c *Compressor) Select(worker, id int, part *SparseTensor) error {
 // buffer order), clears them from the memory and reports the selection. A tensor with no
 // element above the buffer-wide threshold sends nothing: it goes missing.
 func (c *Compressor) SelectFused(fused []float32, ids, offsets []int, parts []SparseTensor) error {
+	if r, ok := c.sels[0].(Reseeder); ok && len(ids) > 0 {
+		r.Reseed(c.step(), ids[0])
+	}
 	start := c.timing.Start()
 	var err error
 	if c.idx, err = c.sels[0].Select(fused, c.K(len(fused)), c.idx); err != nil {

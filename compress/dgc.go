@@ -58,6 +58,8 @@ const (
 // NaN and ±Inf are detected in the pass, as TopK does. It is allocation-free once its
 // buffers have grown to the largest call, and not safe for concurrent use.
 type SampledThreshold struct {
+	seed    uint64
+	pcg     *rand.PCG
 	rng     *rand.Rand
 	refiner // refinement, and (its TopK) the whole selection when sampling does not pay
 
@@ -70,7 +72,17 @@ type SampledThreshold struct {
 // seeded with seed: equal seeds give equal results call for call. The zero SampledThreshold
 // is usable too, as if seeded with 0.
 func NewSampledThreshold(seed uint64) *SampledThreshold {
-	return &SampledThreshold{rng: rand.New(rand.NewPCG(seed, sampleStream))}
+	pcg := rand.NewPCG(seed, sampleStream)
+	return &SampledThreshold{seed: seed, pcg: pcg, rng: rand.New(pcg)}
+}
+
+// Reseed implements Reseeder.
+func (s *SampledThreshold) Reseed(step, tensor int) {
+	if s.pcg == nil {
+		s.pcg = rand.NewPCG(0, sampleStream)
+		s.rng = rand.New(s.pcg)
+	}
+	s.pcg.Seed(s.seed, drawStream(sampleStream, step, tensor))
 }
 
 // Select returns the indices of at most k elements of g, the largest in magnitude, as
@@ -142,7 +154,8 @@ func sampleSize(n, k int) int {
 // sample holds a non-finite element.
 func (s *SampledThreshold) estimate(g []float32, k, m int) (uint32, bool) {
 	if s.rng == nil {
-		s.rng = rand.New(rand.NewPCG(0, sampleStream))
+		s.pcg = rand.NewPCG(0, sampleStream)
+		s.rng = rand.New(s.pcg)
 	}
 	n := len(g)
 	s.sample = grow(s.sample, m)

@@ -38,13 +38,24 @@ const randomkStream = 0x6a09e667f3bcc909
 // the longest gradient (n/8 bytes); it is not safe for concurrent use. The zero RandomK is
 // usable, as if seeded with 0.
 type RandomK struct {
+	seed uint64
+	pcg  *rand.PCG
 	rng  *rand.Rand
 	bits []uint64 // membership bitmap of the draw, all zero between calls
 }
 
 // NewRandomK returns a RandomK whose draws come from a PCG seeded with seed.
 func NewRandomK(seed uint64) *RandomK {
-	return &RandomK{rng: rand.New(rand.NewPCG(seed, randomkStream))}
+	pcg := rand.NewPCG(seed, randomkStream)
+	return &RandomK{seed: seed, pcg: pcg, rng: rand.New(pcg)}
+}
+
+// Reseed implements Reseeder.
+func (s *RandomK) Reseed(step, tensor int) {
+	if s.pcg == nil {
+		*s = *NewRandomK(0)
+	}
+	s.pcg.Seed(s.seed, drawStream(randomkStream, step, tensor))
 }
 
 // Select returns min(k, len(g)) distinct indices of g, uniformly at random, ascending, in
@@ -73,7 +84,7 @@ func (s *RandomK) Select(g []float32, k int, idx []int32) ([]int32, error) {
 		return out, nil
 	}
 	if s.rng == nil {
-		s.rng = rand.New(rand.NewPCG(0, randomkStream))
+		*s = *NewRandomK(0)
 	}
 	words := (n + 63) / 64
 	if len(s.bits) < words {

@@ -15,6 +15,22 @@ type Selector interface {
 	Select(g []float32, k int, idx []int32) ([]int32, error)
 }
 
+// A Reseeder is a randomised selector whose draws the Compressor ties to the step and the
+// tensor before each selection, so that what a step draws does not depend on the calls
+// before it: a run resumed from a checkpoint draws what the uninterrupted run drew, and
+// selection spread over several goroutines draws the same whichever goroutine runs it.
+type Reseeder interface {
+	Reseed(step, tensor int)
+}
+
+// drawStream is the PCG stream of the draws of one step and tensor: stream mixed with
+// both, so that neighbouring steps and tensors get unrelated streams.
+func drawStream(stream uint64, step, tensor int) uint64 {
+	x := stream ^ (uint64(step)+1)*0x9E3779B97F4A7C15 ^ (uint64(tensor)+1)*0xC2B2AE3D27D4EB4F
+	x ^= x >> 31
+	return x * 0xBF58476D1CE4E5B9
+}
+
 // NonFiniteError reports a NaN or infinite gradient element. Top-k by magnitude has no
 // meaning for such a tensor, and sending it would poison every worker's model, so selection
 // refuses it and names the first offending position.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 func TestNewSelector(t *testing.T) {
@@ -312,7 +312,7 @@ func TestCompressorWithSelectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := NewCompressor(Config{Density: 0.01, Selector: name}, sizes, []Selector{sel}, dist.WallClock{}, &rec, func() int { return 0 })
+			c, err := NewCompressor(Config{Density: 0.01, Selector: name}, sizes, []Selector{sel}, pipeline.WallClock{}, &rec, func() int { return 0 })
 			if err != nil {
 				t.Fatal(err)
 			}

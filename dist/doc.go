@@ -5,9 +5,6 @@
 // per link) and the detection of failed or silent peers. It imports nothing else from
 // this project.
 //
-// Pipelines read time through a Clock: the wall clock (WallClock), unless their
-// communicator runs on a clock of its own (Clocked, ClockOf).
-//
 // # Semantics
 //
 // Every rank issues the same collectives in the same order; the n-th collective of one

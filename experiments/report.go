@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/internal/provenance"
+	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/plots"
 	"github.com/ssfusion/ssfusion/trainer"
 )
@@ -175,7 +175,7 @@ func writeIndexEncoding(b *strings.Builder, results []result) {
 		if r.sum == nil {
 			continue
 		}
-		ours, theirs := r.sum.Extra[baselines.ExDynaIndexBytes], r.sum.Extra[baselines.ExDynaAuthorsIndexBytes]
+		ours, theirs := r.sum.Extra[pipeline.IndexBytes], r.sum.Extra[pipeline.AuthorsIndexBytes]
 		if ours > 0 && theirs > 0 {
 			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %.2fx |", cellName(r), bytesText(&ours), bytesText(&theirs), theirs/ours))
 		}

@@ -538,13 +538,19 @@ func (s *Spec) cell(idx []int, base trainer.Config, dir string) (Cell, error) {
 	if err := s.decodeEnv(&cfg); err != nil {
 		return Cell{}, err
 	}
+	// The base holds settings for all of the experiment's pipelines (a density for
+	// dense too), so each cell's pipeline takes the ones it reads; a value the matrix
+	// gives a pipeline that does not read it stays, for Validate to refuse.
+	if set, err := cfg.Settings.For(cfg.Pipeline, slices.Collect(maps.Keys(values))...); err == nil {
+		cfg.Settings = set
+	}
 	cfg.Out = filepath.Join(dir, c.Name)
 	if ok, err := inside(dir, cfg.Out); err != nil || !ok {
 		return Cell{}, fmt.Errorf("cell %s would write outside %s", c.Name, dir)
 	}
 	cfg.Resolve()
 	if err := cfg.Validate(); err != nil {
-		return Cell{}, fmt.Errorf("cell %s: %w", c.Name, err)
+		return Cell{}, fmt.Errorf("cell %s: %w\n(exclude: leaves such a combination out)", c.Name, err)
 	}
 	c.Config = cfg
 	if err := c.fillBundleKeys(s.Matrix); err != nil {

@@ -96,7 +96,8 @@ func TestBadCells(t *testing.T) {
 		{"unknown config key", "matrix: {wokers: [1]}", "wokers"},
 		{"unknown base key", "base: {modle: mlp}\nmatrix: {workers: [1]}", "modle"},
 		{"wrong type", "matrix: {density: [lots]}", "density"},
-		{"invalid value", "matrix: {density: [0.5, 2]}", "density-2"},
+		{"invalid value", "base: {pipeline: pertensor}\nmatrix: {density: [0.5, 2]}", "density-2"},
+		{"a value the pipeline does not read", "matrix: {pipeline: [pertensor, dense], density: [0.05]}", "pipeline dense does not read density"},
 		{"path as a value", `matrix: {selector: ["/../../../../elsewhere"]}`, "selector"},
 		{"dots as a value", "matrix: {selector: [..]}", "selector"},
 		{"duplicate cells", "matrix: {pipeline: [dense, dense]}", "pipeline-dense"},
@@ -194,7 +195,7 @@ matrix:
     - name: dgc
       momentum-correction: true
       density-warmup-steps: 200
-  pipeline: [dense, ssfusion]
+  pipeline: [pertensor, ssfusion]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -208,9 +209,9 @@ matrix:
 		mc            bool
 		warmup        int
 	}{
-		{"recipe-plain_pipeline-dense", "recipe-plain", false, 0},
+		{"recipe-plain_pipeline-pertensor", "recipe-plain", false, 0},
 		{"recipe-plain_pipeline-ssfusion", "recipe-plain", false, 0},
-		{"recipe-dgc_pipeline-dense", "recipe-dgc", true, 200},
+		{"recipe-dgc_pipeline-pertensor", "recipe-dgc", true, 200},
 		{"recipe-dgc_pipeline-ssfusion", "recipe-dgc", true, 200},
 	} {
 		c := cells[i]

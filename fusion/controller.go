@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // Controller issues the collectives of a step in a fixed order, each as soon as it is ready
@@ -18,7 +18,7 @@ import (
 type Controller struct {
 	issue  func(i int) Completion
 	serial bool
-	clock  dist.Clock
+	clock  pipeline.Clock
 
 	ready chan int
 	abort chan struct{}
@@ -42,7 +42,7 @@ type Completion func() error
 // NewController returns a controller of n collectives per step; issue(i) starts collective
 // i of the step. Collectives are issued on clock's time: each no earlier than the stamps
 // of its parts (see Stamp) and the start of the step.
-func NewController(clock dist.Clock, n int, serial bool, issue func(i int) Completion) *Controller {
+func NewController(clock pipeline.Clock, n int, serial bool, issue func(i int) Completion) *Controller {
 	return &Controller{issue: issue, serial: serial, clock: clock, isReady: make([]bool, n),
 		waits: make([]Completion, n), readyAt: make([]time.Time, n)}
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // recorder issues fake collectives and records the order and overlap of their issue.
@@ -43,7 +43,7 @@ func TestControllerIssuesInOrder(t *testing.T) {
 			rec.release[i] = make(chan struct{})
 			close(rec.release[i]) // collectives complete at once
 		}
-		c := NewController(dist.WallClock{}, n, serial, rec.issue)
+		c := NewController(pipeline.WallClock{}, n, serial, rec.issue)
 		for range 2 { // the controller is reused step after step
 			rec.order = nil
 			c.Begin()
@@ -73,7 +73,7 @@ func TestControllerOverlap(t *testing.T) {
 		for i := range rec.release {
 			rec.release[i] = make(chan struct{})
 		}
-		c := NewController(dist.WallClock{}, n, serial, rec.issue)
+		c := NewController(pipeline.WallClock{}, n, serial, rec.issue)
 		c.Begin()
 		for i := range n {
 			c.Ready(i)
@@ -108,7 +108,7 @@ func TestControllerFail(t *testing.T) {
 		rec.release[i] = make(chan struct{})
 		close(rec.release[i])
 	}
-	c := NewController(dist.WallClock{}, n, false, rec.issue)
+	c := NewController(pipeline.WallClock{}, n, false, rec.issue)
 	c.Begin()
 	c.Ready(0)
 	boom := errors.New("selection failed")
@@ -122,7 +122,7 @@ func TestControllerFail(t *testing.T) {
 		t.Fatalf("issued %v after the failure", rec.order)
 	}
 	// A failed collective's error reaches Wait too.
-	failing := NewController(dist.WallClock{}, 1, true, func(int) Completion { return func() error { return boom } })
+	failing := NewController(pipeline.WallClock{}, 1, true, func(int) Completion { return func() error { return boom } })
 	failing.Begin()
 	failing.Ready(0)
 	if err := failing.Wait(); !errors.Is(err, boom) {

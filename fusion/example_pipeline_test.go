@@ -13,14 +13,28 @@ import (
 	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
+	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
-// The worked example of docs/design.md, "Adding a pipeline": random-k sparsification with
+// A worked example of a pipeline built on the fusion engine (docs/pipelines.md says how a
+// pipeline joins the registry): random-k sparsification with
 // error feedback, each tensor selected on its own and sent in a message of its own. The
 // engine learns the backprop order, orders the collectives and measures the step; the
 // compressor keeps the memory and times and counts the selections; the stage only says
 // what goes into which message.
+
+func init() {
+	pipelines.Register(pipelines.Spec{
+		Name:        "randomk-per-tensor",
+		Description: "random-k of every tensor with error feedback, each sent in a message of its own",
+		Reads:       []string{"density"},
+		Tolerance:   0.1,
+		New: func(b pipelines.Build) (pipeline.Pipeline, error) {
+			return newRandomKPerTensor(b.Comm, b.Tensors, b.Settings.Density, b.Seed)
+		},
+	})
+}
 
 // newRandomKPerTensor returns the pipeline.
 func newRandomKPerTensor(comm dist.Communicator, tensors []pipeline.Tensor, density float64, seed uint64) (pipeline.Pipeline, error) {
@@ -82,8 +96,8 @@ func (p *randomKPerTensor) Memory() *compress.Memory { return p.c.Memory() }
 
 func (p *randomKPerTensor) Close() error { return nil }
 
-// TestExamplePipelineTrains trains a model data-parallel with the example pipeline, as the
-// train command would once the pipeline is registered by name.
+// TestExamplePipelineTrains trains a model data-parallel with the example pipeline, by the
+// name it registered, as the train command does.
 func TestExamplePipelineTrains(t *testing.T) {
 	cfg := trainer.Defaults()
 	// Plain SGD: random-k's picks are noisy, and momentum on top of error feedback makes
@@ -98,10 +112,7 @@ func TestExamplePipelineTrains(t *testing.T) {
 	for rank, comm := range comms {
 		wg.Go(func() {
 			defer comm.Close()
-			opts := trainer.Options{Comm: comm, NewPipeline: func(cfg *trainer.Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-				return newRandomKPerTensor(comm, tensors, cfg.Density, uint64(cfg.Seed))
-			}}
-			sums[rank], errs[rank] = trainer.Run(context.Background(), cfg, opts)
+			sums[rank], errs[rank] = trainer.Run(context.Background(), cfg, trainer.Options{Comm: comm})
 		})
 	}
 	wg.Wait()
@@ -158,4 +169,13 @@ func TestExamplePipelineIsPerTensorRandomK(t *testing.T) {
 	if n := calls.Load(); n != world*steps*int64(len(sizes)) {
 		t.Errorf("%d allgathers on %d ranks in %d steps, want one per tensor: %d", n, world, steps, world*steps*len(sizes))
 	}
+}
+
+// TestExamplePipelineConforms runs the conformance suite on the example pipeline.
+func TestExamplePipelineConforms(t *testing.T) {
+	spec, err := pipelines.Lookup("randomk-per-tensor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipelinetest.Conformance(t, spec)
 }

@@ -49,8 +49,8 @@ type Engine interface {
 	Fail(err error)
 	// Step is the index of the current step, counting from 0. Safe for concurrent use.
 	Step() int
-	// Clock is the time the pipeline runs on: its communicator's (see dist.ClockOf).
-	Clock() dist.Clock
+	// Clock is the time the pipeline runs on: its communicator's (see pipeline.ClockOf).
+	Clock() pipeline.Clock
 	// Meter is the step's meter, for recording selections (it is a compress.Recorder)
 	// and elements sent densely.
 	Meter() *Meter
@@ -66,7 +66,7 @@ type Engine interface {
 type Fusion struct {
 	stage       Stage
 	sparsifying bool
-	clock       dist.Clock
+	clock       pipeline.Clock
 	step        *Stepper
 	meter       *Meter
 	ctl         *Controller
@@ -91,11 +91,11 @@ func New(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, 
 	if err != nil {
 		return nil, err
 	}
-	return &Fusion{stage: stage, sparsifying: sparsifying, clock: dist.ClockOf(comm), step: step, meter: NewMeter(comm, tensors)}, nil
+	return &Fusion{stage: stage, sparsifying: sparsifying, clock: pipeline.ClockOf(comm), step: step, meter: NewMeter(comm, tensors)}, nil
 }
 
 // Clock implements Engine.
-func (f *Fusion) Clock() dist.Clock { return f.clock }
+func (f *Fusion) Clock() pipeline.Clock { return f.clock }
 
 // Meter implements Engine.
 func (f *Fusion) Meter() *Meter { return f.meter }

@@ -4,14 +4,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // Pool runs jobs on a fixed set of goroutines. Sparsifying pipelines use it to take
 // selection off the goroutine that runs backward, so that selection overlaps the rest of
 // the backward pass and the communication of earlier buffers.
 type Pool struct {
-	clock dist.Clock
+	clock pipeline.Clock
 	jobs  chan poolJob
 	wg    sync.WaitGroup
 }
@@ -26,7 +26,7 @@ type poolJob struct {
 // NewPool starts workers goroutines that call work(worker, job) for each submitted job;
 // worker in [0, workers) lets work keep per-goroutine scratch such as a Selector. capacity
 // is how many jobs may wait without blocking Submit. Jobs run on clock's time.
-func NewPool(clock dist.Clock, workers, capacity int, work func(worker, job int)) *Pool {
+func NewPool(clock pipeline.Clock, workers, capacity int, work func(worker, job int)) *Pool {
 	p := &Pool{clock: clock, jobs: make(chan poolJob, capacity)}
 	for w := range max(workers, 1) {
 		p.wg.Add(1)

@@ -4,13 +4,21 @@
 // Stateful), the push bookkeeping every pipeline checks its calls with (Pushes), and the
 // pass-through pipeline of a single process (Local).
 //
-// The trainer knows only this package. The pipelines live elsewhere: the fusion engine that
-// most of them are built on (package fusion), the compression parts they share (package
-// compress), the baselines (package baselines) and SSFusion (package ssfusion); the program
-// chooses one by name, so adding a pipeline touches no trainer code.
+// The pipelines live elsewhere: the fusion engine that most of them are built on (package
+// fusion), the compression parts they share (package compress), the baselines (package
+// baselines) and SSFusion (package ssfusion). They join the registry of package pipelines,
+// through which the trainer, the simulator and the commands build them by name, so adding
+// a pipeline touches no trainer code.
 package pipeline
 
-import "time"
+import (
+	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+)
+
+// Factory builds one rank's pipeline for tensors on comm.
+type Factory func(comm dist.Communicator, tensors []Tensor) (Pipeline, error)
 
 // Tensor describes one gradient tensor a pipeline synchronises: its index in the model's
 // parameter order, its name, the number of dimensions of its parameter, and the live
@@ -76,6 +84,14 @@ type StepMetrics struct {
 // partitions of a pipeline that partitions the gradient among the workers (ExDyna): the
 // largest partition's selected count over the mean.
 const PartitionImbalance = "partition_imbalance"
+
+// IndexBytes and AuthorsIndexBytes name, in StepMetrics.Extra, the bytes of the index
+// message a rank allgathers in a sparse step (ExDyna), in this project's encoding and in
+// the encoding of the pipeline's authors' code, so that reports can compare the two.
+const (
+	IndexBytes        = "index_bytes"
+	AuthorsIndexBytes = "index_bytes_authors"
+)
 
 // Local is the pipeline of a single process: the gradient each tensor received in backward is
 // already the aggregate, so it only checks that every tensor was pushed once.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ssfusion/ssfusion/netmodel"
+	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/profile"
 )
 
@@ -22,8 +23,7 @@ func BenchmarkResNet50At256(b *testing.B) {
 	sweep := &Sweep{
 		Profiles: []*profile.Profile{prof}, Pipelines: []string{"dense", "pertensor", "multitensor", "ssfusion", "safusion", "exdyna"},
 		Workers: []int{256}, Networks: []Net{{Name: "10Gbit", Model: netmodel.Network{Inter: link}}},
-		Selection: DefaultSelectionModel(), Density: 0.01, Seed: 1,
-		Factory: func(name string, _ Net) (Factory, error) { return factories[name], nil },
+		Selection: DefaultSelectionModel(), Settings: benchSettings(), Seed: 1,
 	}
 	for b.Loop() {
 		points, err := sweep.Run(context.Background())
@@ -50,8 +50,7 @@ func BenchmarkBERTBaseMemory(b *testing.B) {
 	sweep := &Sweep{
 		Profiles: []*profile.Profile{prof}, Pipelines: []string{"pertensor", "ssfusion"},
 		Workers: []int{256}, Networks: []Net{{Name: "10Gbit", Model: netmodel.Network{Inter: link}}},
-		Selection: DefaultSelectionModel(), Density: 0.01, Seed: 1, Parallel: 2, MemoryLimit: 2e9,
-		Factory: func(name string, _ Net) (Factory, error) { return factories[name], nil },
+		Selection: DefaultSelectionModel(), Settings: benchSettings(), Seed: 1, Parallel: 2, MemoryLimit: 2e9,
 	}
 	for b.Loop() {
 		if _, err := sweep.Run(context.Background()); err != nil {
@@ -67,4 +66,11 @@ func reportPeakRSS(b *testing.B) {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MB") // Maxrss is in KiB on Linux
 	}
+}
+
+// benchSettings are the pipelines' defaults with fusion buffers of 16 KiB.
+func benchSettings() pipelines.Settings {
+	s := pipelines.DefaultSettings()
+	s.FusionMB = 1.0 / 64
+	return s
 }

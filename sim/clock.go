@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
-// VirtualClock is a dist.Clock on which time passes only when code says so: a goroutine's
+// VirtualClock is a pipeline.Clock on which time passes only when code says so: a goroutine's
 // time moves on by Advance (compute replayed from a profile), by Work (a modelled
 // selection) and by Join (waiting for an event stamped later, such as the end of a
 // simulated collective).
@@ -37,9 +37,9 @@ func NewVirtualClock(work func(kind string, n int) time.Duration) *VirtualClock 
 	return &VirtualClock{epoch: virtualEpoch, work: work, lanes: make(map[uint64]time.Duration)}
 }
 
-var _ dist.Clock = (*VirtualClock)(nil)
+var _ pipeline.Clock = (*VirtualClock)(nil)
 
-// Now implements dist.Clock.
+// Now implements pipeline.Clock.
 func (c *VirtualClock) Now() time.Time {
 	g := goid()
 	c.mu.Lock()
@@ -47,17 +47,17 @@ func (c *VirtualClock) Now() time.Time {
 	return c.epoch.Add(c.lanes[g])
 }
 
-// Since implements dist.Clock.
+// Since implements pipeline.Clock.
 func (c *VirtualClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
-// Work implements dist.Clock: the calling goroutine spends the modelled time.
+// Work implements pipeline.Clock: the calling goroutine spends the modelled time.
 func (c *VirtualClock) Work(_ time.Time, kind string, n int) time.Duration {
 	d := c.work(kind, n)
 	c.Advance(d)
 	return d
 }
 
-// Join implements dist.Clock.
+// Join implements pipeline.Clock.
 func (c *VirtualClock) Join(t time.Time) {
 	at := t.Sub(c.epoch)
 	g := goid()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/fusion"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // TestVirtualClockLanes: goroutines keep times of their own, joined only on purpose.
@@ -36,12 +37,12 @@ func TestVirtualClockLanes(t *testing.T) {
 	if got := clock.Elapsed(); got != 5*time.Millisecond {
 		t.Errorf("joining an earlier time moved the clock to %v", got)
 	}
-	if dist.ClockOf(NewSimRank(2, fixedCost{}, clock)) != dist.Clock(clock) {
+	if pipeline.ClockOf(NewSimRank(2, fixedCost{}, clock)) != pipeline.Clock(clock) {
 		t.Errorf("a simulated communicator does not expose its clock")
 	}
 	inproc := dist.NewInProc(1)[0]
 	defer inproc.Close()
-	if _, ok := dist.ClockOf(inproc).(dist.WallClock); !ok {
+	if _, ok := pipeline.ClockOf(inproc).(pipeline.WallClock); !ok {
 		t.Errorf("the in-process backend does not run on the wall clock")
 	}
 }

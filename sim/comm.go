@@ -8,6 +8,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/netmodel"
+	"github.com/ssfusion/ssfusion/pipeline"
 )
 
 // A simulated communicator runs collectives on a VirtualClock: each takes the time a
@@ -164,8 +165,8 @@ type simComm struct {
 	closed   bool
 }
 
-// Clock implements dist.Clocked.
-func (s *simComm) Clock() dist.Clock { return s.clock }
+// Clock implements pipeline.Clocked.
+func (s *simComm) Clock() pipeline.Clock { return s.clock }
 
 // Rank implements dist.Communicator.
 func (s *simComm) Rank() int { return s.rank }

@@ -104,3 +104,18 @@ func (g *sharedGradients) done() {
 		g.budget.give(g.bytes(), false)
 	}
 }
+
+// HeapLimit is the Go heap limit (debug.SetMemoryLimit) for a sweep of profiles whose jobs
+// may hold memory bytes together. The runtime collects harder as the heap nears the
+// limit, so that what the jobs no longer need does not add up past the budget; a job
+// larger than the budget runs alone, and the limit leaves it room, lest the collector run
+// without end. Memory outside Go's heap, and the collector's lag, keep a tenth.
+func HeapLimit(memory int64, profiles []*profile.Profile) int64 {
+	limit := memory * 9 / 10
+	for _, p := range profiles {
+		if lone := LoneMemory(p); lone > memory {
+			limit = max(limit, lone*5/4)
+		}
+	}
+	return limit
+}

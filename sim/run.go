@@ -15,7 +15,7 @@ import (
 )
 
 // Factory builds the pipeline under simulation on a communicator.
-type Factory func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
+type Factory = pipeline.Factory
 
 // Job is one simulation: one pipeline, one scale, one network.
 type Job struct {

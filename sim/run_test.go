@@ -48,8 +48,13 @@ func (c flatCost) Barrier(size int) time.Duration          { return c.alpha }
 
 func tinyProfile() *profile.Profile {
 	p := &profile.Profile{Model: "tiny", BatchSize: 8, ForwardMS: 3, UpdateMS: 1}
-	for i, n := range []int{10, 5000, 7, 20000, 300, 64} {
-		p.Tensors = append(p.Tensors, profile.Tensor{Name: fmt.Sprintf("t%d", i), Numel: n, BackwardMS: 1 + float64(i)})
+	// Shapes as a model records them, which PowerSGD needs to view gradients as matrices.
+	for i, shape := range [][]int{{10}, {50, 100}, {7}, {100, 200}, {300}, {8, 8}} {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		p.Tensors = append(p.Tensors, profile.Tensor{Name: fmt.Sprintf("t%d", i), Numel: n, Dims: len(shape), Shape: shape, BackwardMS: 1 + float64(i)})
 	}
 	return p
 }
@@ -81,6 +86,15 @@ var factories = map[string]Factory{
 	},
 	"spardl": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
 		return baselines.NewSparDL(c, t, sparse)
+	},
+	"omgs": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewOMGS(c, t, 16<<10, sparse, netmodel.Network{Inter: netmodel.Link{Alpha: 1e-4, Beta: 1e-9}}, 3e-9, 0)
+	},
+	"cupcake": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewCupcake(c, t, sparse, 0)
+	},
+	"powersgd": func(c dist.Communicator, t []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return baselines.NewPowerSGD(c, t, 16<<10, baselines.PowerSGDConfig{Rank: 2, ErrorFeedback: true, Seed: 1})
 	},
 }
 

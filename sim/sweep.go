@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/ssfusion/ssfusion/netmodel"
+	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/profile"
 	"golang.org/x/sync/errgroup"
 )
@@ -23,11 +25,11 @@ type Sweep struct {
 	Workers   []int
 	Networks  []Net
 	Selection SelectionModel
-	// Factory builds a pipeline by name for a network (SAFusion and SSFusion plan with
-	// the network's cost).
-	Factory func(pipeline string, net Net) (Factory, error)
-	// Density scales the synthetic gradients (see Gradients); the pipelines' own.
-	Density       float64
+	// Settings are the pipelines' options, given to each pipeline for the keys it reads
+	// (see pipelines.Settings.For). The planners plan with each network itself, and with
+	// the selection model's cost per element; Settings.Density also scales the synthetic
+	// gradients (see Gradients).
+	Settings      pipelines.Settings
 	Steps, Warmup int
 	Seed          uint64
 	// Parallel is how many jobs run at most at once (at least one). Each holds one rank's
@@ -127,13 +129,13 @@ func (s *Sweep) Run(ctx context.Context) ([]Point, error) {
 func (s *Sweep) plan(mem *budget) ([]sweepJob, error) {
 	var jobs []sweepJob
 	for _, prof := range s.Profiles {
-		grads := &sharedGradients{prof: prof, seed: s.Seed, density: s.Density, budget: mem}
+		grads := &sharedGradients{prof: prof, seed: s.Seed, density: s.Settings.Density, budget: mem}
 		for _, net := range s.Networks {
 			if err := net.Model.Check(); err != nil {
 				return nil, fmt.Errorf("network %s: %w", net.Name, err)
 			}
 			for _, name := range s.Pipelines {
-				factory, err := s.Factory(name, net)
+				factory, err := s.factory(name, net)
 				if err != nil {
 					return nil, fmt.Errorf("pipeline %s: %w", name, err)
 				}
@@ -141,7 +143,7 @@ func (s *Sweep) plan(mem *budget) ([]sweepJob, error) {
 					jobs = append(jobs, sweepJob{
 						model: prof.Model, net: net.Name, pipe: name,
 						job: Job{Profile: prof, Workers: w, Network: net.Model, Selection: s.Selection, Pipeline: factory,
-							Steps: s.Steps, Warmup: s.Warmup, Seed: s.Seed, Density: s.Density},
+							Steps: s.Steps, Warmup: s.Warmup, Seed: s.Seed, Density: s.Settings.Density},
 						grads: grads,
 					})
 					grads.left++
@@ -150,6 +152,93 @@ func (s *Sweep) plan(mem *budget) ([]sweepJob, error) {
 		}
 	}
 	return jobs, nil
+}
+
+// factory builds pipeline name as training would, except that the planners plan with the
+// simulated network itself, so that its algorithms and links mean the same for planning as
+// for timing, and price selection by the selection model.
+func (s *Sweep) factory(name string, net Net) (Factory, error) {
+	set, err := s.Settings.For(name)
+	if err != nil {
+		return nil, err
+	}
+	if spec, _ := pipelines.Lookup(name); spec.ReadsKey("select-ns") {
+		// A 1M-element tensor's time per element spreads the model's per-call cost
+		// (kernel launches, under the GPU model) over a tensor of the size SSFusion
+		// sparsifies.
+		set.SelectNS = s.Selection.Time(set.Selector, 1<<20).Seconds() * 1e9 / (1 << 20)
+	}
+	if err := pipelines.Check(set); err != nil {
+		return nil, err
+	}
+	plan := net.Model
+	return pipelines.Factory(pipelines.Build{Settings: set, Seed: s.Seed, Network: &plan}), nil
+}
+
+// CheckSettings reports the first pipeline of the sweep that refuses its settings.
+func (s *Sweep) CheckSettings() error {
+	for _, name := range s.Pipelines {
+		for _, net := range s.Networks {
+			if _, err := s.factory(name, net); err != nil {
+				return fmt.Errorf("pipeline %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Try builds every pipeline of the sweep for every network and profile, and closes it,
+// so that a setting a pipeline refuses is found before hours of simulation.
+func (s *Sweep) Try() error {
+	for _, name := range s.Pipelines {
+		if err := s.TryPipeline(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TryPipeline is Try for one pipeline. It builds on a toy model of small tensors, one for
+// each number of dimensions the profile's tensors have, named after the first tensor that
+// has it.
+func (s *Sweep) TryPipeline(name string) error {
+	for _, prof := range s.Profiles {
+		tensors := toyTensors(prof)
+		for _, net := range s.Networks {
+			if err := s.try(name, net, tensors); err != nil {
+				return fmt.Errorf("profile %s: %w", prof.Model, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Sweep) try(name string, net Net, tensors []pipeline.Tensor) error {
+	build, err := s.factory(name, net)
+	if err != nil {
+		return err
+	}
+	comm := NewSimRank(2, net.Model, NewVirtualClock(s.Selection.Time))
+	defer comm.Close()
+	p, err := build(comm, tensors)
+	if err != nil {
+		return err
+	}
+	return p.Close()
+}
+
+// toyTensors are small tensors standing for prof's, one per number of dimensions.
+func toyTensors(prof *profile.Profile) []pipeline.Tensor {
+	seen := map[int]bool{}
+	var out []pipeline.Tensor
+	for _, t := range prof.Tensors {
+		if seen[t.Dims] {
+			continue
+		}
+		seen[t.Dims] = true
+		out = append(out, pipeline.Tensor{ID: len(out), Name: t.Name, Dims: t.Dims, Grad: make([]float32, 64)})
+	}
+	return out
 }
 
 func newPoint(model, network, pipeline string, res Result) Point {

@@ -6,26 +6,27 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/profile"
 )
 
-// tinySweep sweeps the tiny profile over pipelines at 2 and 4 workers, factory building
-// each.
-func tinySweep(pipelines []string, factory func(name string) Factory) *Sweep {
+// tinySweep sweeps the tiny profile over the registered pipelines names at 2 and 4
+// workers, with fusion buffers of 16 KiB.
+func tinySweep(names []string) *Sweep {
+	set := pipelines.DefaultSettings()
+	set.FusionMB = 1.0 / 64
 	return &Sweep{
-		Profiles: []*profile.Profile{tinyProfile()}, Pipelines: pipelines, Workers: []int{2, 4},
+		Profiles: []*profile.Profile{tinyProfile()}, Pipelines: names, Workers: []int{2, 4},
 		Networks:  []Net{{Name: "1Gbit", Model: netmodel.Network{Inter: netmodel.Link{Alpha: 1e-5, Beta: 8e-9}}}},
-		Selection: DefaultSelectionModel(), Density: 0.01, Seed: 1, Parallel: 2,
-		Factory: func(name string, _ Net) (Factory, error) { return factory(name), nil },
+		Selection: DefaultSelectionModel(), Settings: set, Seed: 1, Parallel: 2,
 	}
 }
 
 // TestSweepRuns: every job gives its point, and progress counts each once.
 func TestSweepRuns(t *testing.T) {
-	s := tinySweep([]string{"dense", "pertensor", "exdyna"}, func(name string) Factory { return factories[name] })
+	s := tinySweep([]string{"dense", "pertensor", "exdyna"})
 	calls := 0
 	s.Progress = func(done, total int, _ string) {
 		calls++
@@ -51,19 +52,17 @@ func TestSweepRuns(t *testing.T) {
 // cancelled context stops the sweep with its error.
 func TestSweepStopsOnFailure(t *testing.T) {
 	broken := errors.New("broken pipeline")
-	s := tinySweep([]string{"dense", "bad"}, func(name string) Factory {
-		if name == "bad" {
-			return func(dist.Communicator, []pipeline.Tensor) (pipeline.Pipeline, error) { return nil, broken }
-		}
-		return factories[name]
-	})
+	pipelines.Register(pipelines.Spec{Name: "bad", Description: "fails to build",
+		New: func(pipelines.Build) (pipeline.Pipeline, error) { return nil, broken }})
+	defer pipelines.Unregister("bad")
+	s := tinySweep([]string{"dense", "bad"})
 	_, err := s.Run(context.Background())
 	if !errors.Is(err, broken) || !strings.Contains(err.Error(), "bad") {
 		t.Errorf("error %v, want the broken pipeline's, naming it", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := tinySweep([]string{"dense"}, func(name string) Factory { return factories[name] }).Run(ctx); !errors.Is(err, context.Canceled) {
+	if _, err := tinySweep([]string{"dense"}).Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled sweep: error %v, want context.Canceled", err)
 	}
 }

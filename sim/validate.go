@@ -1,21 +1,9 @@
 package sim
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
-
-	"github.com/ssfusion/ssfusion/dist"
-	"github.com/ssfusion/ssfusion/experiments"
-	"github.com/ssfusion/ssfusion/netmodel"
-	"github.com/ssfusion/ssfusion/pipeline"
-	"github.com/ssfusion/ssfusion/profile"
-	"github.com/ssfusion/ssfusion/trainer"
 )
 
 // Validation compares the simulator's predictions with runs measured on this machine.
@@ -83,123 +71,4 @@ func (v *Validation) Markdown() string {
 	}
 	fmt.Fprintf(&b, "\nLargest error %.1f%% (tolerance %.0f%%).\n\n", 100*v.Worst(), 100*v.Tolerance)
 	return b.String()
-}
-
-// A Validator checks the simulator against runs measured on this machine: it trains them,
-// each writing the compute profile it measured, predicts each from its profile and
-// configuration, and compares the step times. What only the command knows, how a run's
-// pipeline is built and how runs are trained, it is given.
-type Validator struct {
-	Selection SelectionModel
-	Tolerance float64 // the largest relative error accepted, e.g. 0.15
-	// Build builds the pipeline of a run from its configuration, as the trainer did.
-	Build func(cfg *trainer.Config, comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
-	// Train trains cells and returns once all have ended: finished cells are kept, unless
-	// force asks for them to be trained again from scratch.
-	Train func(cells []experiments.Cell, force bool) error
-}
-
-// Validate trains cells (once: finished cells are kept), each writing its profile beside
-// its results (it sets their ProfileOut), then predicts each from the profile it measured.
-// A shared machine can stall one run; a model that is wrong misses twice. So cells whose
-// prediction missed by more than the tolerance are measured once more, from scratch, and
-// predicted again; their rows say so.
-func (v *Validator) Validate(ctx context.Context, cells []experiments.Cell) (*Validation, error) {
-	for i := range cells {
-		cells[i].Config.ProfileOut = filepath.Join(cells[i].Config.Out, "profile.json")
-	}
-	if err := v.Train(cells, false); err != nil {
-		return nil, fmt.Errorf("validation runs: %w", err)
-	}
-	val := &Validation{Tolerance: v.Tolerance, Rows: make([]ValidationRow, len(cells))}
-	if err := v.predictCells(ctx, val, cells); err != nil {
-		return nil, err
-	}
-	var again []experiments.Cell
-	var rows []int
-	for i, row := range val.Rows {
-		if math.Abs(row.Error()) > v.Tolerance {
-			again, rows = append(again, cells[i]), append(rows, i)
-		}
-	}
-	if len(again) == 0 {
-		return val, nil
-	}
-	if err := v.Train(again, true); err != nil {
-		return nil, fmt.Errorf("validation runs: %w", err)
-	}
-	redo := &Validation{Rows: make([]ValidationRow, len(again))}
-	if err := v.predictCells(ctx, redo, again); err != nil {
-		return nil, err
-	}
-	for j, i := range rows {
-		val.Rows[i] = redo.Rows[j]
-		val.Rows[i].Remeasured = true
-	}
-	return val, nil
-}
-
-// predictCells fills val's rows and setting with the predictions of cells.
-func (v *Validator) predictCells(ctx context.Context, val *Validation, cells []experiments.Cell) error {
-	for i, c := range cells {
-		row, setting, err := v.predictCell(ctx, c)
-		if err != nil {
-			return fmt.Errorf("validation cell %s: %w", c.Name, err)
-		}
-		val.Rows[i], val.Setting = row, setting
-	}
-	return nil
-}
-
-// predictCell predicts one measured cell from the summary it wrote.
-func (v *Validator) predictCell(ctx context.Context, c experiments.Cell) (ValidationRow, string, error) {
-	path := filepath.Join(c.Config.Out, "summary.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ValidationRow{}, "", err
-	}
-	var sum trainer.Summary
-	if err := json.Unmarshal(data, &sum); err != nil {
-		return ValidationRow{}, "", fmt.Errorf("reading %s: %w", path, err)
-	}
-	return v.Predict(ctx, &c.Config, &sum)
-}
-
-// Predict simulates a measured run from the profile it wrote (cfg.ProfileOut) and its
-// configuration, on the network its links were emulated as, with ranks that move real data
-// as the run's did. It returns the comparison and the setting in words.
-func (v *Validator) Predict(ctx context.Context, cfg *trainer.Config, sum *trainer.Summary) (ValidationRow, string, error) {
-	prof, err := profile.Load(cfg.ProfileOut)
-	if err != nil {
-		return ValidationRow{}, "", err
-	}
-	net, err := emulatedNetwork(cfg)
-	if err != nil {
-		return ValidationRow{}, "", err
-	}
-	res, err := Simulate(ctx, Job{
-		Profile: prof, Workers: cfg.Workers, Network: net, Selection: v.Selection, Real: true, Seed: 1, Density: cfg.Density,
-		Pipeline: func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-			return v.Build(cfg, comm, tensors)
-		},
-	})
-	if err != nil {
-		return ValidationRow{}, "", err
-	}
-	setting := fmt.Sprintf("%s on %s, batch %d per worker, %d steps, links emulated at %s; each prediction replays the profile its run measured, on our transport's algorithms over %s.",
-		cfg.Model, cfg.Dataset, cfg.BatchSize, sum.Steps, cfg.Bandwidth, net)
-	return ValidationRow{Pipeline: cfg.Pipeline, Workers: cfg.Workers, MeasuredMS: sum.Throughput.StepMS.Total, PredictedMS: res.IterationMS}, setting, nil
-}
-
-// emulatedNetwork is the cost model of a run's emulated links: what our transport does
-// over links of their bandwidth and latency.
-func emulatedNetwork(cfg *trainer.Config) (netmodel.Network, error) {
-	cable, err := netmodel.ParseCable(cfg.Bandwidth, cfg.Latency)
-	if err != nil {
-		return netmodel.Network{}, fmt.Errorf("the run's link: %w", err)
-	}
-	if !cable.Shaped() {
-		return netmodel.Network{}, errors.New("the validation runs need an emulated bandwidth")
-	}
-	return cable.Network(), nil
 }

@@ -65,6 +65,15 @@ func New(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, 
 	if !(cfg.SelectPerElement >= 0) || math.IsInf(cfg.SelectPerElement, 0) {
 		return nil, fmt.Errorf("ssfusion: selection cost per element must be finite and not negative, got %g s", cfg.SelectPerElement)
 	}
+	if cfg.Rule == ByRank {
+		// Taking a tensor of unknown shape for not 2-D would sparsify it, and with no
+		// shapes known at all the rule would be per-tensor sparsification by another name.
+		for _, t := range tensors {
+			if t.Dims == 0 {
+				return nil, fmt.Errorf("ssfusion: the rank rule needs every tensor's dimensions, and tensor %s has none (a profile measured before dimensions were recorded: measure it again with train --profile-out)", t.Name)
+			}
+		}
+	}
 	s := &stage{comm: comm, tensors: tensors, cfg: cfg}
 	return fusion.New(comm, tensors, thresholdBytes, s, true)
 }

@@ -8,17 +8,16 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
-	"github.com/ssfusion/ssfusion/ssfusion"
+	"github.com/ssfusion/ssfusion/pipelines"
 )
 
 // Config is one training run. Its mapstructure keys are the command-line flag names, the keys
 // of a --config YAML file and, upper-cased with SSF_ in front, the environment variables.
 type Config struct {
-	Model    string `mapstructure:"model" json:"model"`
-	Dataset  string `mapstructure:"dataset" json:"dataset"`
-	DataDir  string `mapstructure:"data-dir" json:"data_dir"`
-	Pipeline string `mapstructure:"pipeline" json:"pipeline"`
-	Workers  int    `mapstructure:"workers" json:"workers"`
+	Model   string `mapstructure:"model" json:"model"`
+	Dataset string `mapstructure:"dataset" json:"dataset"`
+	DataDir string `mapstructure:"data-dir" json:"data_dir"`
+	Workers int    `mapstructure:"workers" json:"workers"`
 
 	Epochs    int   `mapstructure:"epochs" json:"epochs"`
 	MaxSteps  int   `mapstructure:"max-steps" json:"max_steps"`
@@ -50,46 +49,11 @@ type Config struct {
 	Dropout float64 `mapstructure:"dropout" json:"dropout"`
 	Augment string  `mapstructure:"augment" json:"augment"`
 
-	// Gradient pipeline and transport. Read by the pipelines and the dist layer; a single
-	// process records them only.
-	Density         float64 `mapstructure:"density" json:"density"`
-	FusionMB        float64 `mapstructure:"fusion-mb" json:"fusion_mb"`
-	Selector        string  `mapstructure:"selector" json:"selector"`
-	SelectThreshold int     `mapstructure:"select-threshold" json:"select_threshold"`
-	// SelectRule is how SSFusion picks the tensors it may sparsify: "size" (at least
-	// SelectThreshold elements, pruned by the cost model when there is a planning
-	// network), "rank" (the authors' code: 2-D parameters dense, every other tensor
-	// sparsified, no threshold or cost model) or "cost" (every tensor a candidate, the
-	// cost model alone decides; needs a planning network).
-	SelectRule    string `mapstructure:"select-rule" json:"select_rule"`
-	SelectWorkers int    `mapstructure:"select-workers" json:"select_workers"`
-	// DensityWarmupSteps is DGC's warm-up: the density falls from 0.25 to Density over
-	// these first steps (0: none).
-	DensityWarmupSteps int `mapstructure:"density-warmup-steps" json:"density_warmup_steps"`
-	// ExDynaThreshold is how ExDyna's threshold is set: "measured" (ours: estimated in
-	// every step from samples the workers share in their allgather) or "paper"
-	// (1/(2 sqrt(k)) at the start, then steps of half a percent).
-	ExDynaThreshold string `mapstructure:"exdyna-threshold" json:"exdyna_threshold"`
-	// PowerSGDRank is the rank of PowerSGD's approximation of each matrix-shaped gradient.
-	PowerSGDRank int `mapstructure:"powersgd-rank" json:"powersgd_rank"`
-	// PowerSGDWarmupSteps are PowerSGD's first steps, allreduced densely (the DDP hook's
-	// start_powerSGD_iter).
-	PowerSGDWarmupSteps int `mapstructure:"powersgd-warmup-steps" json:"powersgd_warmup_steps"`
-	// MomentumCorrection moves SGD momentum into a sparsifying pipeline's error-feedback
-	// memory (DGC); the optimizer then runs without momentum.
-	MomentumCorrection bool `mapstructure:"momentum-correction" json:"momentum_correction"`
-	// ErrorFeedback keeps, in a sparsifying pipeline, what a step does not send and adds
-	// it to the next step's gradient; off, it is dropped, as the top-k baselines of the
-	// SSFusion authors' code do. Off rules out MomentumCorrection.
-	ErrorFeedback bool `mapstructure:"error-feedback" json:"error_feedback"`
-	// CostAlpha (seconds per message) and CostBeta (seconds per byte) are the link the
-	// planners plan with, SSFusion's choice of the tensors to sparsify and SAFusion's
-	// sizing of its buffers. CostBeta 0 leaves them the emulated link (Bandwidth, Latency)
-	// or, without one, no network: SSFusion's size threshold alone, SAFusion's default.
-	// SelectNS is the selection cost per element SSFusion's chooser assumes, nanoseconds.
-	CostAlpha  float64       `mapstructure:"cost-alpha" json:"cost_alpha"`
-	CostBeta   float64       `mapstructure:"cost-beta" json:"cost_beta"`
-	SelectNS   float64       `mapstructure:"select-ns" json:"select_ns"`
+	// The gradient pipeline and its options (package pipelines owns their defaults, help
+	// and validation).
+	pipelines.Settings `mapstructure:",squash"`
+
+	// Transport.
 	Backend    string        `mapstructure:"backend" json:"backend"`
 	Bandwidth  string        `mapstructure:"bandwidth" json:"bandwidth"`
 	Latency    string        `mapstructure:"latency" json:"latency"`
@@ -122,38 +86,28 @@ type Config struct {
 // Defaults returns the configuration a bare `train` runs with.
 func Defaults() Config {
 	return Config{
-		Model:           "resnet20",
-		Dataset:         "mnist",
-		Pipeline:        "dense",
-		Workers:         1,
-		BatchSize:       32,
-		Seed:            1,
-		LR:              -1,
-		Momentum:        -1,
-		WeightDecay:     -1,
-		ClipNorm:        -1,
-		Schedule:        "cosine",
-		Gamma:           0.1,
-		LogEvery:        50,
-		Width:           1,
-		SeqLen:          35,
-		Hidden:          200,
-		Layers:          2,
-		Augment:         "auto",
-		Density:         0.01,
-		FusionMB:        64,
-		Selector:        "topk",
-		SelectThreshold: 8192,
-		SelectRule:      "size",
-		ErrorFeedback:   true,
-		SelectWorkers:   1,
-		SelectNS:        3,
-		ExDynaThreshold: "measured",
-		PowerSGDRank:    2,
-		Backend:         "tcp",
-		BindAddr:        "127.0.0.1",
-		Timeout:         60 * time.Second,
-		CheckEvery:      100,
+		Model:       "resnet20",
+		Dataset:     "mnist",
+		Settings:    pipelines.DefaultSettings(),
+		Workers:     1,
+		BatchSize:   32,
+		Seed:        1,
+		LR:          -1,
+		Momentum:    -1,
+		WeightDecay: -1,
+		ClipNorm:    -1,
+		Schedule:    "cosine",
+		Gamma:       0.1,
+		LogEvery:    50,
+		Width:       1,
+		SeqLen:      35,
+		Hidden:      200,
+		Layers:      2,
+		Augment:     "auto",
+		Backend:     "tcp",
+		BindAddr:    "127.0.0.1",
+		Timeout:     60 * time.Second,
+		CheckEvery:  100,
 	}
 }
 
@@ -253,49 +207,17 @@ func (c *Config) Validate() error {
 	default:
 		bad("augment must be auto, none or crop-flip, got %q", c.Augment)
 	}
-	if c.Density <= 0 || c.Density > 1 {
-		bad("density must be in (0, 1], got %g", c.Density)
-	}
-	if c.SelectThreshold < 0 {
-		bad("select-threshold must not be negative, got %d", c.SelectThreshold)
-	}
 	if c.CheckpointEvery < 0 {
 		bad("checkpoint-every must not be negative, got %d", c.CheckpointEvery)
-	}
-	if c.DensityWarmupSteps < 0 {
-		bad("density-warmup-steps must not be negative, got %d", c.DensityWarmupSteps)
-	}
-	if c.PowerSGDRank < 1 {
-		bad("powersgd-rank must be at least 1, got %d", c.PowerSGDRank)
-	}
-	if c.PowerSGDWarmupSteps < 0 {
-		bad("powersgd-warmup-steps must not be negative, got %d", c.PowerSGDWarmupSteps)
-	}
-	if c.SelectWorkers < 1 {
-		bad("select-workers must be at least 1, got %d", c.SelectWorkers)
-	}
-	if c.CostAlpha < 0 || c.CostBeta < 0 || c.SelectNS < 0 {
-		bad("cost-alpha, cost-beta and select-ns must not be negative, got %g, %g, %g", c.CostAlpha, c.CostBeta, c.SelectNS)
 	}
 	if c.MomentumCorrection && (c.Momentum <= 0 || c.Momentum >= 1) {
 		bad("momentum-correction needs a momentum in (0, 1), got %g", c.Momentum)
 	}
-	if c.MomentumCorrection && !c.ErrorFeedback {
-		bad("momentum-correction keeps its momentum in the error-feedback memory: it needs error-feedback on")
-	}
-	if _, err := ssfusion.ParseRule(c.SelectRule); err != nil {
-		bad("select-rule: %v", err)
-	}
-	if c.FusionMB <= 0 {
-		bad("fusion-mb must be positive, got %g", c.FusionMB)
+	if err := pipelines.Check(c.Settings); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Workers < 1 {
 		bad("workers must be at least 1, got %d", c.Workers)
-	}
-	switch c.ExDynaThreshold {
-	case "measured", "paper":
-	default:
-		bad("exdyna-threshold must be measured or paper, got %q", c.ExDynaThreshold)
 	}
 	if c.Timeout <= 0 {
 		bad("timeout must be positive, a duration such as 60s: it is how long a silent peer is waited for, got %v", c.Timeout)

@@ -43,14 +43,20 @@ func strictNumbers(from, to reflect.Type, data any) (any, error) {
 
 // checkFinite reports every float field of c (and element of a float list) that is NaN or
 // infinite, by its key: no range check can catch NaN, which compares false with everything.
-func (c *Config) checkFinite() []error {
+func (c *Config) checkFinite() []error { return finite(reflect.ValueOf(c).Elem()) }
+
+// finite is checkFinite of a struct value, and of the structs it embeds.
+func finite(v reflect.Value) []error {
 	var errs []error
-	v := reflect.ValueOf(c).Elem()
 	t := v.Type()
 	for i := range t.NumField() {
 		key := t.Field(i).Tag.Get("mapstructure")
 		f := v.Field(i)
 		switch f.Kind() {
+		case reflect.Struct:
+			if t.Field(i).Anonymous {
+				errs = append(errs, finite(f)...)
+			}
 		case reflect.Float32, reflect.Float64:
 			if x := f.Float(); math.IsNaN(x) || math.IsInf(x, 0) {
 				errs = append(errs, fmt.Errorf("%s must be a finite number, got %g", key, x))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ssfusion/ssfusion/pipelines"
 )
 
 // ResultsVersion is bumped whenever a change of the code changes the results the same
@@ -37,9 +39,15 @@ func Changed(was, now Config) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A key the pipeline does not read cannot shape its results; Check keeps it at its
+	// default, but results recorded before that rule may hold another value.
+	spec, specErr := pipelines.Lookup(now.Pipeline)
+	ignored := func(k string) bool {
+		return specErr == nil && was.Pipeline == now.Pipeline && slices.Contains(pipelines.Keys(), k) && !spec.ReadsKey(k)
+	}
 	var keys []string
 	for k := range a {
-		if !slices.Contains(SafeKeys, k) {
+		if !slices.Contains(SafeKeys, k) && !ignored(k) {
 			keys = append(keys, k)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipelines"
 )
 
 // finalLossWindow is how many last steps final_loss averages: one step's loss is too noisy to
@@ -147,9 +148,14 @@ func (r *run) summarize(trainErr error) *Summary {
 	}
 	s.Sparsity.Tensors = len(r.params)
 	if st.DensitySeen > 0 {
-		target := r.cfg.Density
 		achieved, missing := st.DensitySum/float64(st.DensitySeen), st.MissingSum/float64(st.DensitySeen)
-		s.Sparsity.DensityTarget, s.Sparsity.DensityAchieved, s.Sparsity.TensorsMissingPerStep = &target, &achieved, &missing
+		s.Sparsity.DensityAchieved, s.Sparsity.TensorsMissingPerStep = &achieved, &missing
+		// A pipeline that does not read the density (PowerSGD's rank sets its size) has
+		// no target to report.
+		if spec, err := pipelines.Lookup(r.cfg.Pipeline); err == nil && spec.ReadsKey("density") {
+			target := r.cfg.Density
+			s.Sparsity.DensityTarget = &target
+		}
 	}
 	if st.ImbalanceSeen > 0 {
 		imbalance := st.ImbalanceSum / float64(st.ImbalanceSeen)

@@ -4,8 +4,9 @@
 // writes summary.json and metrics.csv, keeps checkpoints to resume from, and on request
 // records the compute profile the scale simulator replays (Config.ProfileOut).
 //
-// The trainer knows gradient pipelines only through pipeline.Pipeline; which pipeline a name
-// means is decided by the caller (Options.NewPipeline).
+// The trainer knows gradient pipelines only through pipeline.Pipeline and the registry of
+// package pipelines, which builds the pipeline a configuration names; a program links in
+// the pipelines it offers by importing the packages that register them.
 package trainer
 
 import (
@@ -28,8 +29,8 @@ import (
 
 // Options are the parts of a run chosen by the caller rather than by the configuration.
 type Options struct {
-	// NewPipeline builds the gradient pipeline that Config.Pipeline names; nil means the
-	// local pass-through of a single process.
+	// NewPipeline, when set, builds the gradient pipeline instead of the registry (see
+	// NewPipeline), as tests that watch a pipeline do.
 	NewPipeline func(cfg *Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
 	// Logf prints a log line; nil discards logs.
 	Logf func(format string, args ...any)
@@ -178,9 +179,13 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 	for i, p := range r.params {
 		tensors[i] = pipeline.Tensor{ID: i, Name: p.Name, Dims: len(p.Shape), Shape: p.Shape, Grad: p.Grad}
 	}
-	if opts.NewPipeline == nil {
-		r.pipe = pipeline.NewLocal(tensors)
-	} else if r.pipe, err = opts.NewPipeline(cfg, tensors); err != nil {
+	build := opts.NewPipeline
+	if build == nil {
+		build = func(cfg *Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+			return NewPipeline(cfg, opts.Comm, tensors)
+		}
+	}
+	if r.pipe, err = build(cfg, tensors); err != nil {
 		model.Close()
 		return nil, fmt.Errorf("building pipeline %s: %w", cfg.Pipeline, err)
 	}

@@ -288,9 +288,13 @@ func TestValidateSelectRuleAndErrorFeedback(t *testing.T) {
 		{"empty rule", func(c *Config) { c.SelectRule = "" }, "select-rule"},
 		{"no error feedback", func(c *Config) { c.ErrorFeedback = false }, ""},
 		{"momentum correction without error feedback", func(c *Config) { c.ErrorFeedback, c.MomentumCorrection = false, true }, "error-feedback"},
+		// Only SSFusion has a select rule, and dense sends everything.
+		{"rule of another pipeline", func(c *Config) { c.Pipeline, c.SelectRule = "pertensor", "rank" }, "pipeline pertensor does not read select-rule"},
+		{"no error feedback for dense", func(c *Config) { c.Pipeline, c.ErrorFeedback = "dense", false }, "pipeline dense does not read error-feedback"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Defaults()
+			cfg.Pipeline = "ssfusion"
 			tc.edit(&cfg)
 			cfg.Resolve()
 			err := cfg.Validate()

@@ -42,7 +42,7 @@ func Normal(sizes []int, scale []float32) func(rank, step int) [][]float32 {
 }
 
 // Factory builds the pipeline of one rank.
-type Factory func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error)
+type Factory = pipeline.Factory
 
 // Result is what one rank saw: the aggregated gradients after each step's Wait, by step
 // and tensor, each step's metrics, and, for a pipeline.Stateful, its state after the
@@ -51,6 +51,9 @@ type Result struct {
 	Grads   [][][]float32
 	Metrics []pipeline.StepMetrics
 	State   pipeline.State
+	// Stats are what the rank's communicator counted over the steps, from the first
+	// Push to the last Wait.
+	Stats dist.Stats
 }
 
 // Run runs steps steps of the pipeline on world in-process ranks. Each step every rank
@@ -74,6 +77,9 @@ type Job struct {
 	// Restore, when set, is every rank's state to start from; steps then count on from
 	// the state's.
 	Restore []pipeline.State
+	// Start is the first step's number when there is nothing to restore: a pipeline
+	// that keeps no state resumes as a fresh one, at the step the run had reached.
+	Start   int
 	Options []dist.Option
 }
 
@@ -116,7 +122,7 @@ func (j Job) runRank(comm dist.Communicator) (Result, error) {
 		return res, err
 	}
 	defer p.Close()
-	first := 0
+	first := j.Start
 	if j.Restore != nil {
 		st, ok := p.(pipeline.Stateful)
 		if !ok {
@@ -127,6 +133,7 @@ func (j Job) runRank(comm dist.Communicator) (Result, error) {
 		}
 		first = int(j.Restore[comm.Rank()].Steps)
 	}
+	before := comm.Stats()
 	for s := first; s < first+j.Steps; s++ {
 		g := j.Grads(comm.Rank(), s)
 		for _, t := range tensors {
@@ -153,6 +160,7 @@ func (j Job) runRank(comm dist.Communicator) (Result, error) {
 		res.Grads = append(res.Grads, step)
 		res.Metrics = append(res.Metrics, p.Metrics())
 	}
+	res.Stats = comm.Stats().Sub(before)
 	if st, ok := p.(pipeline.Stateful); ok {
 		res.State, err = st.State()
 	}

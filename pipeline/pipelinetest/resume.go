@@ -3,6 +3,7 @@ package pipelinetest
 import (
 	"fmt"
 
+	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -11,22 +12,37 @@ import (
 // remaining steps. It reports the first gradient of the resumed steps that differs, in any
 // bit, from the uninterrupted run's: what a checkpoint must guarantee.
 func CheckResume(world int, sizes []int, steps, split int, grads func(rank, step int) [][]float32, newPipe Factory) error {
+	return Job{World: world, Sizes: sizes, Steps: steps, Grads: grads, New: newPipe}.CheckResume(split)
+}
+
+// CheckResume is CheckResume for the job's tensors and settings, j.Steps steps in all. A
+// pipeline that keeps no state (not a pipeline.Stateful) resumes as a fresh pipeline.
+func (j Job) CheckResume(split int) error {
+	steps, world := j.Steps, j.World
 	if split <= 0 || split >= steps {
 		return fmt.Errorf("split %d must lie inside (0, %d)", split, steps)
 	}
-	straight, err := Run(world, sizes, nil, steps, grads, newPipe)
+	straight, err := j.Run()
 	if err != nil {
 		return fmt.Errorf("uninterrupted run: %w", err)
 	}
-	upTo, err := Run(world, sizes, nil, split, grads, newPipe)
+	first := j
+	first.Steps = split
+	upTo, err := first.Run()
 	if err != nil {
 		return fmt.Errorf("run up to the checkpoint: %w", err)
 	}
-	states := make([]pipeline.State, world)
-	for r, res := range upTo {
-		states[r] = res.State
+	rest := j
+	rest.Steps = steps - split
+	if stateful(j) {
+		rest.Restore = make([]pipeline.State, world)
+		for r, res := range upTo {
+			rest.Restore[r] = res.State
+		}
+	} else {
+		rest.Start = split
 	}
-	resumed, err := Job{World: world, Sizes: sizes, Steps: steps - split, Grads: grads, New: newPipe, Restore: states}.Run()
+	resumed, err := rest.Run()
 	if err != nil {
 		return fmt.Errorf("resumed run: %w", err)
 	}
@@ -36,4 +52,20 @@ func CheckResume(world int, sizes []int, steps, split int, grads func(rank, step
 		}
 	}
 	return nil
+}
+
+// stateful reports whether the job's pipeline keeps state, building one on a lone rank.
+func stateful(j Job) bool {
+	if j.Tensors == nil {
+		j.Tensors = func() []pipeline.Tensor { return Tensors(j.Sizes) }
+	}
+	comm := dist.NewInProc(1)[0]
+	defer comm.Close()
+	p, err := j.New(comm, j.Tensors())
+	if err != nil {
+		return true // the resumed run reports the error
+	}
+	defer p.Close()
+	_, ok := p.(pipeline.Stateful)
+	return ok
 }

@@ -1,6 +1,10 @@
-package dist
+package pipeline
 
-import "time"
+import (
+	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+)
 
 // Clock is the time a pipeline measures itself by. Real runs read the wall clock; a
 // communicator with a clock of its own (a simulated one, whose work and collectives take
@@ -30,7 +34,7 @@ type Clocked interface {
 }
 
 // ClockOf returns comm's clock, or the wall clock.
-func ClockOf(comm Communicator) Clock {
+func ClockOf(comm dist.Communicator) Clock {
 	if c, ok := comm.(Clocked); ok {
 		return c.Clock()
 	}

@@ -1,0 +1,7 @@
+package trainer
+
+// The shipped pipelines, which the configurations of these tests name.
+import (
+	_ "github.com/ssfusion/ssfusion/baselines"
+	_ "github.com/ssfusion/ssfusion/ssfusion"
+)
