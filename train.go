@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/internal/keys"
 	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/trainer"
 )
@@ -52,46 +53,7 @@ Flags win over the environment, the environment over the file.`,
 }
 
 func addTrainFlags(f *pflag.FlagSet, d trainer.Config) {
-	f.String("model", d.Model, "model: mlp, resnet8|20|32|56|110, resnet18, vgg11|13|16|19, lstm")
-	f.String("dataset", d.Dataset, "data set: mnist (embedded), fashion-mnist, cifar10, cifar100, ptb, wikitext2, synthetic, synthetic-text")
-	f.String("data-dir", d.DataDir, "folder holding the data set's files (default for mnist: the copy in the Go module cache)")
-	pipelines.AddFlags(f, d.Settings)
-	f.Int("workers", d.Workers, "worker processes")
-	f.Int("epochs", d.Epochs, "epochs to train (0: one epoch, or as many as --max-steps needs)")
-	f.Int("max-steps", d.MaxSteps, "stop after this many steps (0: no limit)")
-	f.Int("batch-size", d.BatchSize, "samples per worker per step (streams for the lstm)")
-	f.Int64("seed", d.Seed, "seed of initialisation, shuffling and augmentation")
-	f.Float64("lr", d.LR, "learning rate (-1: 0.1 for CNNs, 0.02 for the mlp, 20 for the lstm)")
-	f.Float64("momentum", d.Momentum, "SGD momentum (-1: 0.9 for CNNs, 0 for the lstm)")
-	f.Bool("nesterov", d.Nesterov, "use Nesterov momentum")
-	f.Float64("weight-decay", d.WeightDecay, "weight decay added to the gradient (-1: 1e-4 for CNNs, 0 for the lstm)")
-	f.Float64("clip-norm", d.ClipNorm, "clip the gradient norm to this (-1: 0.25 for the lstm, off for CNNs; 0: off)")
-	f.String("schedule", d.Schedule, "learning-rate schedule after warm-up: const, step, cosine")
-	f.Float64("warmup-epochs", d.WarmupEpochs, "linear learning-rate warm-up, in epochs")
-	f.Float64Slice("milestones", d.Milestones, "epochs at which the step schedule multiplies the rate by --gamma")
-	f.Float64("gamma", d.Gamma, "step-schedule decay factor")
-	f.Int("eval-every", d.EvalEvery, "evaluate every N steps (0: after every epoch and at the end)")
-	f.Int("eval-samples", d.EvalSamples, "evaluate on at most this many test samples, tokens for the lstm (0: all)")
-	f.Int("log-every", d.LogEvery, "log a line every N steps when the output is not a terminal")
-	f.Float64("width", d.Width, "channel width multiplier of ResNet and VGG")
-	f.Int("seq-len", d.SeqLen, "lstm: BPTT length")
-	f.Int("hidden", d.Hidden, "lstm: hidden and embedding size")
-	f.Int("layers", d.Layers, "lstm: layers")
-	f.Float64("dropout", d.Dropout, "lstm: dropout between layers")
-	f.String("augment", d.Augment, "image augmentation: auto (crop-flip for CIFAR), none, crop-flip")
-	f.String("backend", d.Backend, "collectives backend: tcp, inproc, mpi")
-	f.String("bandwidth", d.Bandwidth, "emulated link bandwidth, e.g. 1Gbit (empty: unlimited)")
-	f.String("latency", d.Latency, "emulated link latency, e.g. 100us")
-	f.String("bind-addr", d.BindAddr, "address listening sockets bind to")
-	f.Duration("timeout", d.Timeout, "a peer silent for this long fails the job")
-	f.Int("check-every", d.CheckEvery, "compare parameter checksums across ranks every N steps")
-	f.String("out", d.Out, "output folder")
-	f.Int("checkpoint-every", d.CheckpointEvery, "write a checkpoint into <out>/checkpoint every N steps (0: never)")
-	f.Bool("save-best", d.SaveBest, "also write the weights of the best evaluation so far to <out>/model-best.safetensors (highest test accuracy; lowest test loss for lstm)")
-	f.Bool("tensorboard", d.TensorBoard, "also write TensorBoard event files into <out>/tensorboard (loss, lr, samples/s, bytes, density; test accuracy and loss)")
-	f.String("profile-out", d.ProfileOut, "write rank 0's measured compute per step (forward, backward per gradient, update; mean after 2 warm-up steps) to this JSON file for the scale simulator; written only when training succeeds")
-	f.String("resume", d.Resume, "continue the run whose checkpoint is in this folder, with its configuration unless flags change it")
-	f.Bool("resume-changed", d.ResumeChanged, "with --resume: continue even though result-shaping settings changed since the checkpoint (summary.json records both)")
+	keys.AddFlags(f, d, pipelines.FlagUsage())
 }
 
 // loadConfig resolves the configuration from flags, SSF_* variables and the --config file.

@@ -3,13 +3,13 @@ package pipelines
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/ssfusion/ssfusion/compress"
+	"github.com/ssfusion/ssfusion/internal/keys"
 )
 
 // Settings are the configuration keys of the gradient pipeline: which pipeline, and the
@@ -79,20 +79,13 @@ var Common = []string{"density", "selector", "density-warmup-steps", "momentum-c
 
 // Keys lists every key of Settings but "pipeline", in field order.
 func Keys() []string {
-	var keys []string
-	forFields(func(f reflect.StructField, _ int) {
-		if key := f.Tag.Get("mapstructure"); key != "pipeline" {
-			keys = append(keys, key)
+	var out []string
+	for _, f := range keys.Fields(DefaultSettings()) {
+		if f.Key != "pipeline" {
+			out = append(out, f.Key)
 		}
-	})
-	return keys
-}
-
-func forFields(do func(f reflect.StructField, i int)) {
-	t := reflect.TypeFor[Settings]()
-	for i := range t.NumField() {
-		do(t.Field(i), i)
 	}
+	return out
 }
 
 // Value returns the value of key; nil for a key Settings lacks.
@@ -101,94 +94,49 @@ func (s Settings) Value(key string) any {
 	return v
 }
 
-// value returns the value of the field whose key is key, and whether there is one.
+// value returns the value of key, and whether Settings has it.
 func (s Settings) value(key string) (any, bool) {
-	var out any
-	found := false
-	v := reflect.ValueOf(s)
-	forFields(func(f reflect.StructField, i int) {
-		if f.Tag.Get("mapstructure") == key {
-			out, found = v.Field(i).Interface(), true
+	for _, f := range keys.Fields(s) {
+		if f.Key == key {
+			return f.Value.Interface(), true
 		}
-	})
-	return out, found
+	}
+	return nil, false
 }
 
-// AddFlags adds a flag per key of Settings to fs, with d's values as defaults; the
-// pipeline flag's help lists the registered pipelines.
-func AddFlags(fs *pflag.FlagSet, d Settings) { addFlags(fs, d, []string{}) }
+// AddFlags adds a flag per key of Settings to fs, with d's values as defaults.
+func AddFlags(fs *pflag.FlagSet, d Settings) { keys.AddFlags(fs, d, FlagUsage()) }
 
 // AddOptionFlags adds a flag per key of Settings but "pipeline" and the keys in except, for
 // a command that runs several pipelines with the same options and sets the excepted keys
 // itself; FromFlags reads them back.
 func AddOptionFlags(fs *pflag.FlagSet, d Settings, except ...string) {
-	addFlags(fs, d, append(except, "pipeline"))
+	keys.AddFlags(fs, d, FlagUsage(), append(except, "pipeline")...)
+}
+
+// FlagUsage is the help of the flags whose help lists what is known only at run time:
+// the registered pipelines and the selectors.
+func FlagUsage() map[string]string {
+	return map[string]string{
+		"pipeline": "gradient pipeline: " + strings.Join(Names(), ", "),
+		"selector": Usage("selector") + ": " + strings.Join(compress.SelectorNames(), ", "),
+	}
 }
 
 // FromFlags returns base with the value of every flag fs holds for a key of Settings.
 func FromFlags(fs *pflag.FlagSet, base Settings) (Settings, error) {
-	out := reflect.ValueOf(&base).Elem()
-	var err error
-	forFields(func(f reflect.StructField, i int) {
-		fl := fs.Lookup(f.Tag.Get("mapstructure"))
-		if fl == nil || err != nil {
-			return
-		}
-		var v any
-		switch out.Field(i).Kind() {
-		case reflect.String:
-			v, err = fs.GetString(fl.Name)
-		case reflect.Float64:
-			v, err = fs.GetFloat64(fl.Name)
-		case reflect.Int:
-			v, err = fs.GetInt(fl.Name)
-		case reflect.Bool:
-			v, err = fs.GetBool(fl.Name)
-		}
-		if err == nil {
-			out.Field(i).Set(reflect.ValueOf(v))
-		}
-	})
+	err := keys.FromFlags(fs, &base)
 	return base, err
-}
-
-func addFlags(fs *pflag.FlagSet, d Settings, except []string) {
-	v := reflect.ValueOf(d)
-	forFields(func(f reflect.StructField, i int) {
-		key, usage := f.Tag.Get("mapstructure"), f.Tag.Get("usage")
-		if slices.Contains(except, key) {
-			return
-		}
-		switch key {
-		case "pipeline":
-			usage = "gradient pipeline: " + strings.Join(Names(), ", ")
-		case "selector":
-			usage += ": " + strings.Join(compress.SelectorNames(), ", ")
-		}
-		switch x := v.Field(i).Interface().(type) {
-		case string:
-			fs.String(key, x, usage)
-		case float64:
-			fs.Float64(key, x, usage)
-		case int:
-			fs.Int(key, x, usage)
-		case bool:
-			fs.Bool(key, x, usage)
-		default:
-			panic(fmt.Sprintf("pipelines: settings key %s has a type flags cannot hold", key))
-		}
-	})
 }
 
 // Usage is the help of key, "" for a key Settings lacks.
 func Usage(key string) string {
-	var out string
-	forFields(func(f reflect.StructField, _ int) {
-		if f.Tag.Get("mapstructure") == key {
-			out = f.Tag.Get("usage")
+	for _, f := range keys.Fields(Settings{}) {
+		if f.Key == key {
+			return f.Usage
 		}
-	})
-	return out
+	}
+	return ""
 }
 
 // Validate reports every value no pipeline can run with, by key. It does not look at the
@@ -239,13 +187,11 @@ func (s Settings) For(name string, keep ...string) (Settings, error) {
 		return Settings{}, err
 	}
 	s.Pipeline = name
-	out := reflect.ValueOf(&s).Elem()
-	d := reflect.ValueOf(DefaultSettings())
-	forFields(func(f reflect.StructField, i int) {
-		key := f.Tag.Get("mapstructure")
-		if !spec.ReadsKey(key) && !slices.Contains(keep, key) {
-			out.Field(i).Set(d.Field(i))
+	d := keys.Fields(DefaultSettings())
+	for i, f := range keys.Fields(&s) {
+		if !spec.ReadsKey(f.Key) && !slices.Contains(keep, f.Key) {
+			f.Value.Set(d[i].Value)
 		}
-	})
+	}
 	return s, nil
 }

@@ -11,76 +11,78 @@ import (
 	"github.com/ssfusion/ssfusion/pipelines"
 )
 
-// Config is one training run. Its mapstructure keys are the command-line flag names, the keys
-// of a --config YAML file and, upper-cased with SSF_ in front, the environment variables.
+// Config is one training run. Each field's mapstructure tag is its command-line flag, its
+// key in a --config YAML file and, upper-cased with SSF_ in front, its environment
+// variable; its usage tag is the flag's help and Defaults its default (package
+// internal/keys makes the flags), and Validate checks it.
 type Config struct {
-	Model   string `mapstructure:"model" json:"model"`
-	Dataset string `mapstructure:"dataset" json:"dataset"`
-	DataDir string `mapstructure:"data-dir" json:"data_dir"`
-	Workers int    `mapstructure:"workers" json:"workers"`
+	Model   string `mapstructure:"model" json:"model" usage:"model: mlp, resnet8|20|32|56|110, resnet18, vgg11|13|16|19, lstm"`
+	Dataset string `mapstructure:"dataset" json:"dataset" usage:"data set: mnist (embedded), fashion-mnist, cifar10, cifar100, ptb, wikitext2, synthetic, synthetic-text"`
+	DataDir string `mapstructure:"data-dir" json:"data_dir" usage:"folder holding the data set's files (default for mnist: the copy in the Go module cache)"`
+	Workers int    `mapstructure:"workers" json:"workers" usage:"worker processes"`
 
-	Epochs    int   `mapstructure:"epochs" json:"epochs"`
-	MaxSteps  int   `mapstructure:"max-steps" json:"max_steps"`
-	BatchSize int   `mapstructure:"batch-size" json:"batch_size"`
-	Seed      int64 `mapstructure:"seed" json:"seed"`
+	Epochs    int   `mapstructure:"epochs" json:"epochs" usage:"epochs to train (0: one epoch, or as many as --max-steps needs)"`
+	MaxSteps  int   `mapstructure:"max-steps" json:"max_steps" usage:"stop after this many steps (0: no limit)"`
+	BatchSize int   `mapstructure:"batch-size" json:"batch_size" usage:"samples per worker per step (streams for the lstm)"`
+	Seed      int64 `mapstructure:"seed" json:"seed" usage:"seed of initialisation, shuffling and augmentation"`
 
 	// Optimizer. LR, Momentum, WeightDecay and ClipNorm at FamilyDefault (-1) mean "the
 	// model family's default" (resolved by Resolve and written resolved into
 	// summary.json); any other negative value is an error.
-	LR           float64   `mapstructure:"lr" json:"lr"`
-	Momentum     float64   `mapstructure:"momentum" json:"momentum"`
-	Nesterov     bool      `mapstructure:"nesterov" json:"nesterov"`
-	WeightDecay  float64   `mapstructure:"weight-decay" json:"weight_decay"`
-	ClipNorm     float64   `mapstructure:"clip-norm" json:"clip_norm"`
-	Schedule     string    `mapstructure:"schedule" json:"schedule"`
-	WarmupEpochs float64   `mapstructure:"warmup-epochs" json:"warmup_epochs"`
-	Milestones   []float64 `mapstructure:"milestones" json:"milestones"`
-	Gamma        float64   `mapstructure:"gamma" json:"gamma"`
+	LR           float64   `mapstructure:"lr" json:"lr" usage:"learning rate (-1: 0.1 for CNNs, 0.02 for the mlp, 20 for the lstm)"`
+	Momentum     float64   `mapstructure:"momentum" json:"momentum" usage:"SGD momentum (-1: 0.9 for CNNs, 0 for the lstm)"`
+	Nesterov     bool      `mapstructure:"nesterov" json:"nesterov" usage:"use Nesterov momentum"`
+	WeightDecay  float64   `mapstructure:"weight-decay" json:"weight_decay" usage:"weight decay added to the gradient (-1: 1e-4 for CNNs, 0 for the lstm)"`
+	ClipNorm     float64   `mapstructure:"clip-norm" json:"clip_norm" usage:"clip the gradient norm to this (-1: 0.25 for the lstm, off for CNNs; 0: off)"`
+	Schedule     string    `mapstructure:"schedule" json:"schedule" usage:"learning-rate schedule after warm-up: const, step, cosine"`
+	WarmupEpochs float64   `mapstructure:"warmup-epochs" json:"warmup_epochs" usage:"linear learning-rate warm-up, in epochs"`
+	Milestones   []float64 `mapstructure:"milestones" json:"milestones" usage:"epochs at which the step schedule multiplies the rate by --gamma"`
+	Gamma        float64   `mapstructure:"gamma" json:"gamma" usage:"step-schedule decay factor"`
 
-	EvalEvery   int `mapstructure:"eval-every" json:"eval_every"`
-	EvalSamples int `mapstructure:"eval-samples" json:"eval_samples"`
-	LogEvery    int `mapstructure:"log-every" json:"log_every"`
+	EvalEvery   int `mapstructure:"eval-every" json:"eval_every" usage:"evaluate every N steps (0: after every epoch and at the end)"`
+	EvalSamples int `mapstructure:"eval-samples" json:"eval_samples" usage:"evaluate on at most this many test samples, tokens for the lstm (0: all)"`
+	LogEvery    int `mapstructure:"log-every" json:"log_every" usage:"log a line every N steps when the output is not a terminal"`
 
 	// Model shape.
-	Width   float64 `mapstructure:"width" json:"width"`
-	SeqLen  int     `mapstructure:"seq-len" json:"seq_len"`
-	Hidden  int     `mapstructure:"hidden" json:"hidden"`
-	Layers  int     `mapstructure:"layers" json:"layers"`
-	Dropout float64 `mapstructure:"dropout" json:"dropout"`
-	Augment string  `mapstructure:"augment" json:"augment"`
+	Width   float64 `mapstructure:"width" json:"width" usage:"channel width multiplier of ResNet and VGG"`
+	SeqLen  int     `mapstructure:"seq-len" json:"seq_len" usage:"lstm: BPTT length"`
+	Hidden  int     `mapstructure:"hidden" json:"hidden" usage:"lstm: hidden and embedding size"`
+	Layers  int     `mapstructure:"layers" json:"layers" usage:"lstm: layers"`
+	Dropout float64 `mapstructure:"dropout" json:"dropout" usage:"lstm: dropout between layers"`
+	Augment string  `mapstructure:"augment" json:"augment" usage:"image augmentation: auto (crop-flip for CIFAR), none, crop-flip"`
 
 	// The gradient pipeline and its options (package pipelines owns their defaults, help
 	// and validation).
 	pipelines.Settings `mapstructure:",squash"`
 
 	// Transport.
-	Backend    string        `mapstructure:"backend" json:"backend"`
-	Bandwidth  string        `mapstructure:"bandwidth" json:"bandwidth"`
-	Latency    string        `mapstructure:"latency" json:"latency"`
-	BindAddr   string        `mapstructure:"bind-addr" json:"bind_addr"`
-	Timeout    time.Duration `mapstructure:"timeout" json:"timeout"`
-	CheckEvery int           `mapstructure:"check-every" json:"check_every"`
+	Backend    string        `mapstructure:"backend" json:"backend" usage:"collectives backend: tcp, inproc, mpi"`
+	Bandwidth  string        `mapstructure:"bandwidth" json:"bandwidth" usage:"emulated link bandwidth, e.g. 1Gbit (empty: unlimited)"`
+	Latency    string        `mapstructure:"latency" json:"latency" usage:"emulated link latency, e.g. 100us"`
+	BindAddr   string        `mapstructure:"bind-addr" json:"bind_addr" usage:"address listening sockets bind to"`
+	Timeout    time.Duration `mapstructure:"timeout" json:"timeout" usage:"a peer silent for this long fails the job"`
+	CheckEvery int           `mapstructure:"check-every" json:"check_every" usage:"compare parameter checksums across ranks every N steps"`
 
-	Out string `mapstructure:"out" json:"out"`
+	Out string `mapstructure:"out" json:"out" usage:"output folder"`
 	// CheckpointEvery writes a checkpoint into Out/checkpoint every so many steps (0: never);
 	// Resume continues the run whose checkpoint is in that folder.
-	CheckpointEvery int    `mapstructure:"checkpoint-every" json:"checkpoint_every"`
-	Resume          string `mapstructure:"resume" json:"resume"`
+	CheckpointEvery int    `mapstructure:"checkpoint-every" json:"checkpoint_every" usage:"write a checkpoint into <out>/checkpoint every N steps (0: never)"`
+	Resume          string `mapstructure:"resume" json:"resume" usage:"continue the run whose checkpoint is in this folder, with its configuration unless flags change it"`
 	// ResumeChanged lets Resume continue under result-shaping settings that differ from
 	// the checkpoint's (see Changed); summary.json then records both configurations and
 	// the step where they changed. Without it such a resumption is refused.
-	ResumeChanged bool `mapstructure:"resume-changed" json:"resume_changed"`
+	ResumeChanged bool `mapstructure:"resume-changed" json:"resume_changed" usage:"with --resume: continue even though result-shaping settings changed since the checkpoint (summary.json records both)"`
 	// ProfileOut, when set, is where rank 0 writes the model's measured compute per step (a
 	// profile.Profile) after training succeeds.
-	ProfileOut string `mapstructure:"profile-out" json:"profile_out"`
+	ProfileOut string `mapstructure:"profile-out" json:"profile_out" usage:"write rank 0's measured compute per step (forward, backward per gradient, update; mean after 2 warm-up steps) to this JSON file for the scale simulator; written only when training succeeds"`
 	// TensorBoard has rank 0 write TensorBoard event files into Out/tensorboard: each
 	// step's loss, learning rate, samples/s, bytes sent and density, each evaluation's
 	// accuracy, loss and perplexity.
-	TensorBoard bool `mapstructure:"tensorboard" json:"tensorboard"`
+	TensorBoard bool `mapstructure:"tensorboard" json:"tensorboard" usage:"also write TensorBoard event files into <out>/tensorboard (loss, lr, samples/s, bytes, density; test accuracy and loss)"`
 	// SaveBest has rank 0 write the weights of the best evaluation so far to
 	// Out/model-best.safetensors: the highest test accuracy, or for a language model the
 	// lowest test loss.
-	SaveBest bool `mapstructure:"save-best" json:"save_best"`
+	SaveBest bool `mapstructure:"save-best" json:"save_best" usage:"also write the weights of the best evaluation so far to <out>/model-best.safetensors (highest test accuracy; lowest test loss for lstm)"`
 }
 
 // Defaults returns the configuration a bare `train` runs with.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssfusion/ssfusion/internal/keys"
 	"github.com/ssfusion/ssfusion/netmodel"
 )
 
@@ -86,5 +87,14 @@ func TestCheckPipeline(t *testing.T) {
 				t.Fatalf("error %v, want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestEveryKeyHasHelp: every configuration key carries the help its flag shows.
+func TestEveryKeyHasHelp(t *testing.T) {
+	for _, f := range keys.Fields(Defaults()) {
+		if f.Usage == "" {
+			t.Errorf("key %s has no usage tag", f.Key)
+		}
 	}
 }
