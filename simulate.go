@@ -133,7 +133,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	// A bad setting (an unknown pipeline, --density 2, an option a pipeline refuses)
 	// fails now rather than after the validation trainings. Of the pipelines simulated by
 	// default, one that cannot run on the profiles (PowerSGD needs the tensors' shapes,
-	// which shipped profiles lack) is left out, and said so, unless it reads an option
+	// which older profiles lack) is left out, and said so, unless it reads an option
 	// the user gave.
 	if err := sweep.CheckSettings(); err != nil {
 		return usage(err)

@@ -33,15 +33,16 @@ import (
 //
 // After each step all ranks update tau, the partitions' shares and the partition boundaries
 // from the allgathered counts and histograms alone, so they agree bit for bit; all three
-// are part of the checkpointed state. The
-// boundaries move toward equal counts, the step's mean per partition, as the authors' code
-// has it.
+// are part of the checkpointed state. The boundaries move toward equal counts, the step's
+// mean per partition, as the authors' code has it.
 //
-// Ours: the paper starts tau at 1/(2 sqrt(k)) and moves it by at most half a percent a
-// step, which leaves the density far off the target for the first tens to hundreds of
-// steps, and error feedback makes it worse: while the residuals build up, the magnitude at
-// the target density can grow by half in a step, and no rule of small steps keeps up. So
-// by default the common threshold is measured in every step, with no collective added.
+// The default threshold is our own. The paper starts tau at 1/(2 sqrt(k)), which knows
+// nothing of the gradients' scale, and moves it by at most half a percent a step, so the
+// density stays far off the target for tens to hundreds of steps; error feedback makes it
+// worse, since while the residuals build up the magnitude at the target density grows
+// faster than any rule of small steps follows. So by default the common threshold is
+// measured in every step, with no collective added.
+//
 // Each partition j has a share f_j of the k elements (1/P at first). Worker r estimates
 // from a sample of its partition (compress.KthEstimator) the magnitude of its f_j·k-th
 // largest accumulated element, selects at that estimate, and puts its sample's histogram
@@ -55,9 +56,9 @@ import (
 // and rule.
 //
 // ExDyna sends one message per step whatever the fusion buffers, so it is not built on the
-// fusion engine but on one flat memory (flatGradient, shared with Ok-Topk). The selector named in cfg is not used: ExDyna's
-// threshold is its own selection. A step whose density reaches 1 (k >= N) sends everything
-// with one dense allreduce and leaves tau and the partitions as they are.
+// fusion engine but on one flat memory (flatGradient, shared with Ok-Topk). It takes no
+// selector: its threshold is its own selection. A step whose density reaches 1 (k >= N)
+// sends everything with one dense allreduce and leaves tau and the partitions as they are.
 //
 // Metrics: besides the shared figures, each step reports pipeline.PartitionImbalance, the
 // largest partition's selected count over the mean, and the bytes of this rank's index
@@ -154,8 +155,8 @@ func (x *ExDyna) MirrorMessage(own []byte, rank int) []byte {
 // int64 indices padded to the largest count of the step so that every rank's message has
 // one size.
 const (
-	ExDynaIndexBytes        = "index_bytes"
-	ExDynaAuthorsIndexBytes = "index_bytes_authors"
+	ExDynaIndexBytes        = pipeline.IndexBytes
+	ExDynaAuthorsIndexBytes = pipeline.AuthorsIndexBytes
 )
 
 // The constants of the algorithm, as the ExDyna paper and its authors' code give them.
@@ -307,9 +308,9 @@ func imbalance(counts []int) float64 {
 //	H × u32 histogram counts, count × u32 index into the flattened gradient
 //
 // Under the measured threshold (the default) the histogram is the worker's sample of its
-// partition (see compress.Histogram); under the paper's, H and the weight are 0. Indices are ascending and inside
-// the partition; the receiver checks all of it, and the step and partition tell it whether
-// the ranks agree on where they are.
+// partition (see compress.Histogram); under the paper's, H and the weight are 0. Indices are
+// ascending and inside the partition; the receiver checks all of it, and the step and
+// partition tell it whether the ranks agree on where they are.
 const exHeaderBytes = 32
 
 // sparse selects this worker's share, allgathers it, forms the union of the gathered
@@ -661,8 +662,8 @@ func (x *ExDyna) restoreExtra(b []byte) error {
 // with the partition boundaries and shares in Extra. ExDyna needs no backprop order.
 func (x *ExDyna) State() (pipeline.State, error) { return x.state(x.extraState()), nil }
 
-// Restore implements pipeline.Stateful. A backprop order in the state (checkpoints of
-// earlier versions, in which ExDyna ran on the fusion engine, hold one) is ignored.
+// Restore implements pipeline.Stateful. ExDyna needs no backprop order: one in the state
+// (the fusion engine's states carry it) is ignored.
 func (x *ExDyna) Restore(st pipeline.State) error {
 	return x.restore(st, x.extraState, x.restoreExtra)
 }

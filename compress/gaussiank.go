@@ -12,9 +12,8 @@ import (
 // μ = 0 is Shi et al.'s σ·z with z = Φ⁻¹(1 − k/(2n)); a second pass collects every element
 // with |x| >= t. There is no sort and no histogram.
 //
-// For μ ≠ 0 their |μ| + z·σ is not used: it leaves k/(2n) in the tail on μ's side but less
-// in the other, 2|μ| further out, and so selects too few (0.67k to 0.74k measured at
-// μ = 0.15σ); see absNormalThreshold. The two agree within 0.1% for |μ| < 0.001σ.
+// For μ ≠ 0 it does not use their |μ| + z·σ: that leaves k/(2n) in the tail on μ's side but
+// less in the other, 2|μ| further out, and so selects too few; see absNormalThreshold.
 //
 // Its count misses k both ways, so it keeps the contract of SampledThreshold, which every
 // pipeline relies on: Sparsify and the SSFusion stage send what comes back, the multi-tensor
@@ -35,27 +34,20 @@ import (
 //     answers.
 //
 // On normally distributed gradients the count at or above the threshold is about binomial
-// around k, so about half of the calls return exactly k and the rest a few √k fewer.
-// Measured over 480 calls (N(0,1) and N(0.3, 2²), n = 1e5 and 1e6, k/n = 0.1%, 1% and 5%,
-// 40 calls each): exactly k in 40 to 65% of calls, mean count 0.973k (k = 100) to 0.999k
-// (k = 50000), the lowest 0.80k (at k = 100), never below k − 2.02√k. The documented band,
-// which TestSelectorsDensity and TestGaussianKRecall check, is [k − 4√k − 2, k]: 0.58k at
-// k = 100, 0.87k at k = 1000, 0.96k at k = 10000. Off the normal law (TestGaussianKTails):
-// a Laplace gradient has heavier tails than its σ predicts, about 2.6k elements over the
-// threshold at k/n = 1%, so its answer is exactly TopK's; a uniform one has none over it,
-// and gets TopK's answer through the fallbacks; a Cauchy gradient, whose few huge values
-// inflate σ, gets far fewer than k even after the lowered threshold (mean 0.04k at k/n = 1%,
-// 0.01k at 5%): Gaussian-k is the wrong tool there.
+// around k, so about half of the calls return exactly k and the rest a few √k fewer. The
+// documented band, which TestSelectorsDensity and TestGaussianKRecall check, is
+// [k − 4√k − 2, k]. Off the normal law (TestGaussianKTails) the assumption shows: a
+// gradient with heavier tails than its σ predicts (Laplace) puts more than k over the
+// threshold, so the answer is exactly TopK's; one with lighter tails (uniform) puts none
+// over it and gets TopK's answer through the fallbacks; one whose few huge values inflate σ
+// (Cauchy) gets far fewer than k even after the lowered threshold: Gaussian-k is the wrong
+// tool there.
 //
-// The passes run on one goroutine, which makes it no faster than TopK on the 2-core
-// development machine for long gradients (BenchmarkSelectors, 1% of N(0,1), a machine shared
-// with other work: 1.2 ms at 1M elements against TopK's 1.1 ms on two goroutines, 29 ms at
-// 25M against 20 ms), but 0.7x TopK's time on tensors of 1K to 64K elements, where TopK is
-// serial too. At 100 elements it takes 2.7x TopK's 0.18 us: solving for the threshold
-// costs 0.36 us. Reused, it does not allocate once its candidate buffers have grown to the
-// largest call, except as TopK does when its exact refinement or fallback runs over 1M or
-// more elements. It keeps scratch and is not safe for concurrent use; the zero value is
-// ready to use.
+// The passes run on one goroutine, so on long gradients it is no faster than TopK, which
+// splits its passes across goroutines from 1M elements; BenchmarkSelectors compares them.
+// Reused, it does not allocate once its candidate buffers have grown to the largest call,
+// except as TopK does when its exact refinement or fallback runs over 1M or more elements.
+// It keeps scratch and is not safe for concurrent use; the zero value is ready to use.
 type GaussianK struct {
 	refiner // refinement of the candidates, and (its TopK) the fallback
 
@@ -102,10 +94,10 @@ func (s *GaussianK) Select(g []float32, k int, idx []int32) ([]int32, error) {
 // absNormalThreshold returns the t >= 0 for which P(|X| >= t) = q when X ~ N(mu, sigma²),
 // 0 < q < 1. With mu = 0 that is Shi et al.'s threshold, sigma·Φ⁻¹(1 − q/2); their |mu| + that
 // for mu ≠ 0 puts q/2 in the tail on mu's side but less in the other, which is 2|mu| further
-// out (at |mu| = 0.15·sigma and q = 1%, 0.7q in all), so this solves for t instead: Newton's
-// method on the two tails, from Shi et al.'s t, which is never too low, kept inside a bracket
-// and bisecting whenever a step would leave it. Each step costs two erfc, and a handful of
-// steps converge, a few hundred nanoseconds: nothing beside a pass over the gradient.
+// out (at |mu| = 0.15·sigma and q = 1%, about 0.7q in all), so this solves for t instead:
+// Newton's method on the two tails, from Shi et al.'s t, which is never too low, kept inside
+// a bracket and bisecting whenever a step would leave it. Each step costs two erfc and a
+// handful of steps converge, which is nothing beside a pass over the gradient.
 func absNormalThreshold(mu, sigma, q float64) float64 {
 	m := math.Abs(mu)
 	// Φ⁻¹(1 − q/2) = √2·erfc⁻¹(q): erfc⁻¹ keeps its precision at the tiny q of low
@@ -200,8 +192,8 @@ func (s *GaussianK) collect(g []float32, t uint32, limit int) ([]int32, []float3
 // nextAtLeast returns the index of the first element of g from i on whose key is at least
 // t, or len(g), and the larger of top and every key it read. It reads four elements at a
 // time with one test of their largest key, so the usual case, none reaching t, costs no
-// branch per element; being a leaf, it keeps everything in registers, which collect's
-// loop, with its calls to grow the buffers, did not.
+// branch per element. It is a leaf function so that its state stays in registers, which a
+// loop that also calls append to grow the buffers does not allow.
 func nextAtLeast(g []float32, i int, t, top uint32) (int, uint32) {
 	for ; i+4 <= len(g); i += 4 {
 		x := g[i : i+4 : i+4]

@@ -87,40 +87,28 @@ func (m SelectionModel) Scaled(speed float64) SelectionModel {
 	return SelectionModel{Kinds: kinds, Steps: steps}
 }
 
-// DefaultSelectionModel returns the selection times measured on the development machine
-// (2-core AMD EPYC Zen5 with AVX-512, GOMAXPROCS=2) at density 0.01. Density matters little
-// for the threshold selectors, but randomk's draw costs O(k), so at other densities these
-// are an approximation; refit with the command below for another density or machine, or
-// scale with Scaled.
-//
-// Fitted 2026-11-30 on AMD EPYC, 2 CPUs (GOMAXPROCS=2) by
+// DefaultSelectionModel returns the selection times of this project's selectors on the
+// development machine (2 cores, GOMAXPROCS=2) at density 0.01. Density matters little for
+// the threshold selectors, but randomk's draw costs O(k), so at other densities these are
+// an approximation; refit for another density or machine, or scale with Scaled. The
+// selectors' lines come from
 //
 //	go run ./tools/fit-selection -density 0.01 -max 4000000 -min 1000 -reps 11 -runs 9 -sizes 8
 //
 // (sizes 1000 to 4000000, 8 log-spaced, the fastest of 9 medians each; fit to relative
-// error, see FitLinear). Worst relative error of the line against the measured points,
-// and R² of the fit:
-//
-//	dgc        max 26%  R² 0.9466
-//	gaussiank  max 15%  R² 0.9709
-//	randomk    max 8%  R² 0.9928
-//	topk       max 8%  R² 0.9993
-//	threshold  max 10%  R² 0.9992
-//
-// dgc's line is a compromise between two regimes: below 131072 elements it is topk (about
-// 1.3 ns an element; too few elements for sampling to pay), above it the sampled threshold
-// (about 0.9 ns), so the line is some 20% low below and 15-20% high above. gaussiank slows
-// per element from about 1M elements (16 MB no longer stays in cache between its passes),
-// so the line is 15% low at 4M and lower beyond. Sizes past 4M are extrapolated.
-//
-// PowerSGD's products ("lowrank", n multiply-adds of a rank-2 product) were fitted later,
-// 2026-12-02 on the Intel Xeon (2 CPUs, GOMAXPROCS=2) the machine was by then, by
+// error, see FitLinear), and PowerSGD's products ("lowrank", n multiply-adds of a rank-2
+// product, which gonum's Gemm computes) from
 //
 //	go run ./tools/fit-selection -kinds lowrank -runs 5
 //
-// with max 30% and R² 0.9777: gonum's Gemm, which PowerSGD calls, takes about 2.9 ns a
-// multiply-add on such thin products, some 15% less per element at 100k-400k elements than
-// the line, where M stays in cache.
+// A line cannot follow every selector exactly. dgc's is a compromise between two regimes:
+// below 131072 elements the sampled threshold hands the selection to topk (too few elements
+// for sampling to pay), above it the sampled threshold is cheaper per element, so the line
+// is low below that size and high above it. gaussiank slows per element once its passes no
+// longer find the gradient in cache, from about 1M elements, so the line is low at the
+// largest sizes. On thin products Gemm is cheaper per element while M stays in cache, so
+// lowrank's line is high for mid-sized matrices. Sizes past the largest fitted are
+// extrapolated.
 //
 // Each call returns a new map, which the caller may change.
 func DefaultSelectionModel() SelectionModel {
@@ -128,7 +116,7 @@ func DefaultSelectionModel() SelectionModel {
 	return SelectionModel{Kinds: map[string]Linear{
 		"topk":      {PerCallNS: 163.8, PerElementNS: 1.4},
 		"dgc":       dgc,
-		"sampled":   dgc, // NewSelector's old name for dgc
+		"sampled":   dgc, // NewSelector's alias for dgc
 		"gaussiank": {PerCallNS: 282.6, PerElementNS: 1.023},
 		"randomk":   {PerCallNS: 23.87, PerElementNS: 0.4538},
 		"threshold": {PerCallNS: 0, PerElementNS: 0.7119},

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"fmt"
 	"sync"
 
@@ -227,7 +228,8 @@ func (s *Sweep) try(name string, net Net, tensors []pipeline.Tensor) error {
 	return p.Close()
 }
 
-// toyTensors are small tensors standing for prof's, one per number of dimensions.
+// toyTensors are small tensors standing for prof's, one per number of dimensions, each
+// with a shape when the profile records one.
 func toyTensors(prof *profile.Profile) []pipeline.Tensor {
 	seen := map[int]bool{}
 	var out []pipeline.Tensor
@@ -236,7 +238,12 @@ func toyTensors(prof *profile.Profile) []pipeline.Tensor {
 			continue
 		}
 		seen[t.Dims] = true
-		out = append(out, pipeline.Tensor{ID: len(out), Name: t.Name, Dims: t.Dims, Grad: make([]float32, 64)})
+		toy := pipeline.Tensor{ID: len(out), Name: t.Name, Dims: t.Dims, Grad: make([]float32, 64)}
+		if t.Shape != nil { // a shape of 4s in as many dimensions, for pipelines that read it
+			toy.Shape = slices.Repeat([]int{4}, len(t.Shape))
+			toy.Grad = make([]float32, 1<<(2*len(t.Shape)))
+		}
+		out = append(out, toy)
 	}
 	return out
 }
