@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ssfusion/ssfusion/compress"
@@ -32,12 +34,20 @@ const DefaultCupcakeTrialSteps = 3
 // timed from the first gradient's arrival to the end of the step's communication. The
 // first trial starts after the first step, whose gradients are replayed and cannot be
 // timed. trialSteps 0 means DefaultCupcakeTrialSteps.
+//
+// A checkpoint carries, besides the memory, the search: the partition in use, the mean
+// step time of every partition tried, the current trial's steps and seconds, and whether
+// the search is over; a resumed run continues it, or keeps its choice, from its first
+// step on. A state saved at another world size or for other tensors is refused.
 func NewCupcake(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config, trialSteps int) (pipeline.Pipeline, error) {
-	f, _, err := newCupcake(comm, tensors, cfg, trialSteps)
-	return f, err
+	p, _, err := newCupcake(comm, tensors, cfg, trialSteps)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-func newCupcake(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config, trialSteps int) (*fusion.Fusion, *cupcake, error) {
+func newCupcake(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.Config, trialSteps int) (*planStated, *cupcake, error) {
 	if comm == nil {
 		return nil, nil, errors.New("Cupcake: no communicator")
 	}
@@ -50,20 +60,20 @@ func newCupcake(comm dist.Communicator, tensors []pipeline.Tensor, cfg compress.
 	case trialSteps < 1:
 		return nil, nil, fmt.Errorf("Cupcake: %d trial steps per partition: need at least 1", trialSteps)
 	}
-	s := &cupcake{multiTensor: multiTensor{sparseStage: sparseStage{comm: comm, tensors: tensors, cfg: cfg}},
+	s := &cupcake{selfPlanned: selfPlanned{multiTensor: multiTensor{sparseStage: sparseStage{comm: comm, tensors: tensors, cfg: cfg}}},
 		trialSteps: trialSteps, groups: 1, times: map[int]float64{}}
 	// The first plan is one group: the threshold holds every tensor.
 	f, err := fusion.New(comm, tensors, math.MaxInt32, s, true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("Cupcake: %w", err)
 	}
-	return f, s, nil
+	return &planStated{Fusion: f, stage: s}, s, nil
 }
 
 // cupcake is Cupcake's stage: multi-tensor sparsification over y balanced groups, y
 // searched for in the first steps.
 type cupcake struct {
-	multiTensor
+	selfPlanned
 	trialSteps int
 
 	groups  int             // the partition in use: its number of groups
@@ -77,11 +87,16 @@ type cupcake struct {
 	stepTime func(groups int) float64 // test hook replacing the measured step time, nil in use
 }
 
+// Plan builds the partition in use: its groups hold about equal elements.
+func (p *cupcake) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, error) {
+	return p.planGroups(e, buckets, balancedGroups(sizesOf(p.tensors, planOrder(buckets)), p.groups))
+}
+
 func (p *cupcake) Process(id int, s fusion.Slot, grad []float32) error {
 	if step := p.e.Step(); p.started != step+1 {
 		p.start, p.started = p.e.Clock().Now(), step+1
 	}
-	return p.multiTensor.Process(id, s, grad)
+	return p.selfPlanned.Process(id, s, grad)
 }
 
 // Finish averages the step's groups and moves the search on.
@@ -182,4 +197,96 @@ func balancedGroups(sizes []int, groups int) []int {
 		}
 	}
 	return append(counts, len(sizes)-start)
+}
+
+// cupcakeStateMagic starts Cupcake's state in a checkpoint, with its version.
+const cupcakeStateMagic = "CPCK\x01"
+
+// extraState encodes the search, which shapes Cupcake's later steps beyond the engine's
+// state: the partition in use, whether the search is over, the current trial's steps and
+// seconds, and the mean step time of every partition tried. The layout, after the magic
+// and the setting (appendSetting), is u32 trial steps, u32 groups in use, u32 done (0 or
+// 1), u32 steps of the current trial, f64 their seconds, u32 partitions tried, then for
+// each, by ascending groups, u32 groups and f64 seconds.
+func (p *cupcake) extraState() []byte {
+	b := appendSetting([]byte(cupcakeStateMagic), p.comm.Size(), p.tensors)
+	b = binary.LittleEndian.AppendUint32(b, uint32(p.trialSteps))
+	b = binary.LittleEndian.AppendUint32(b, uint32(p.groups))
+	done := uint32(0)
+	if p.done {
+		done = 1
+	}
+	b = binary.LittleEndian.AppendUint32(b, done)
+	b = binary.LittleEndian.AppendUint32(b, uint32(p.trialed))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(p.trial))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(p.times)))
+	for _, g := range slices.Sorted(maps.Keys(p.times)) {
+		b = binary.LittleEndian.AppendUint32(b, uint32(g))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(p.times[g]))
+	}
+	return b
+}
+
+// restoreExtra checks st's part of Cupcake against this pipeline and adopts it; on error
+// nothing changes. A state taken before the first step may lack it: there is nothing to
+// adopt then.
+func (p *cupcake) restoreExtra(st pipeline.State) (undo func(), err error) {
+	const what = "Cupcake state"
+	if len(st.Extra) == 0 {
+		if st.Steps == 0 {
+			return func() {}, nil
+		}
+		return nil, fmt.Errorf("%s: the state of step %d holds no search of the partition (saved by another pipeline or build?)", what, st.Steps)
+	}
+	r, err := newStateReader(what, cupcakeStateMagic, st.Extra)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkSetting(p.comm.Size(), p.tensors); err != nil {
+		return nil, err
+	}
+	n := len(p.tensors)
+	trialSteps, groups, done, trialed := r.u32("the trial steps"), r.u32("the groups in use"), r.u32("the end of the search"), r.u32("the current trial's steps")
+	trial := math.Float64frombits(r.u64("the current trial's seconds"))
+	tried := r.u32("the partitions tried")
+	if r.err != nil {
+		return nil, r.err
+	}
+	if int64(tried) > int64(n) {
+		return nil, fmt.Errorf("%s: %d partitions tried of %d tensors", what, tried, n)
+	}
+	times := make(map[int]float64, tried)
+	last := 0
+	for range tried {
+		g, t := int(r.u32("a partition tried")), math.Float64frombits(r.u64("a partition's step time"))
+		if r.err != nil {
+			return nil, r.err
+		}
+		if g <= last || g > n || !(t >= 0) || math.IsInf(t, 0) {
+			return nil, fmt.Errorf("%s: a partition of %d groups tried after one of %d, taking %g s a step, for %d tensors", what, g, last, t, n)
+		}
+		times[g], last = t, g
+	}
+	if err := r.end(); err != nil {
+		return nil, err
+	}
+	switch {
+	case groups < 1 || int64(groups) > int64(max(n, 1)):
+		return nil, fmt.Errorf("%s: %d groups in use for %d tensors", what, groups, n)
+	case groups > 1 && st.Order == nil:
+		return nil, fmt.Errorf("%s: %d groups in use but no backprop order to cut into them", what, groups)
+	case done > 1:
+		return nil, fmt.Errorf("%s: %d is not a flag for the end of the search", what, done)
+	case !(trial >= 0) || math.IsInf(trial, 0):
+		return nil, fmt.Errorf("%s: the current trial took %g s", what, trial)
+	case done == 0 && int64(trialSteps) != int64(p.trialSteps):
+		return nil, fmt.Errorf("%s: saved in a search trying each partition for %d steps, this pipeline tries each for %d", what, trialSteps, p.trialSteps)
+	case done == 0 && trialed >= trialSteps:
+		return nil, fmt.Errorf("%s: %d steps into a trial of %d", what, trialed, trialSteps)
+	}
+	wasGroups, wasDone, wasTrialed, wasTrial, wasTimes := p.groups, p.done, p.trialed, p.trial, p.times
+	p.groups, p.done, p.trialed, p.trial, p.times = int(groups), done == 1, int(trialed), trial, times
+	return func() {
+		p.groups, p.done, p.trialed, p.trial, p.times = wasGroups, wasDone, wasTrialed, wasTrial, wasTimes
+	}, nil
 }

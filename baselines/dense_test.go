@@ -2,6 +2,7 @@ package baselines
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
 
 // rankGrads returns the gradients rank r produces in step s for tensors of the given sizes.
@@ -192,5 +194,55 @@ func waitCalls(comm dist.Communicator, want int64) int {
 			return int(n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestDenseResume: a dense pipeline restored from a checkpoint (the step count and the
+// backprop order, from which it rebuilds its buffers without replaying a step) continues
+// bit for bit as the uninterrupted run.
+func TestDenseResume(t *testing.T) {
+	sizes := []int{5, 1, 1009, 64, 0, 300}
+	grads := pipelinetest.Normal(sizes, nil)
+	const steps = 6
+	for _, tc := range []struct {
+		name      string
+		threshold int
+	}{
+		{"one buffer", 1 << 20},
+		{"buffer per tensor", 4},
+		{"small buffers", 4 * 100},
+	} {
+		for _, world := range []int{2, 4} {
+			for _, split := range []int{1, 2, 4} {
+				job := pipelinetest.Job{World: world, Sizes: sizes, Steps: steps, Grads: grads, New: denseFactory(tc.threshold)}
+				if err := job.CheckResume(split); err != nil {
+					t.Errorf("%s, %d ranks, resumed at step %d: %v", tc.name, world, split, err)
+				}
+			}
+		}
+	}
+}
+
+// TestDenseRestoreRefusesOtherModel: the backprop order of another model is refused with
+// an error, not a panic.
+func TestDenseRestoreRefusesOtherModel(t *testing.T) {
+	res, err := pipelinetest.Job{World: 2, Sizes: []int{5, 1, 1009}, Steps: 2, Grads: pipelinetest.Normal([]int{5, 1, 1009}, nil), New: denseFactory(4 * 100)}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comm := dist.NewInProc(1)[0]
+	defer comm.Close()
+	p, err := NewDense(comm, pipelinetest.Tensors([]int{5, 1}), 4*100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.(pipeline.Stateful).Restore(res[0].State); err == nil || !strings.Contains(err.Error(), "3 tensors for 2") {
+		t.Errorf("restoring a state of 3 tensors into 2: %v, want an error saying %q", err, "3 tensors for 2")
+	}
+}
+
+func denseFactory(thresholdBytes int) pipelinetest.Factory {
+	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		return NewDense(comm, tensors, thresholdBytes)
 	}
 }

@@ -1,15 +1,18 @@
 package baselines
 
 import (
+	"bytes"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
+	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
 
 // TestPlanMerges checks the merge plan against cases worked by hand. Four tensors of 100
@@ -112,6 +115,203 @@ func TestNewOMGSRefusesBadSettings(t *testing.T) {
 	} {
 		if _, err := NewOMGS(dist.NewInProc(1)[0], tensors, 64, tc.cfg, tc.net, tc.perElem, tc.warmup); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// omgsFactory builds OMGS-SGD pipelines with selection at 3 ns an element; plans, when
+// set, collects rank 0's merge plans.
+func omgsFactory(thresholdBytes int, cfg compress.Config, net netmodel.Network, warmup int, plans *[][]int) pipelinetest.Factory {
+	var mu sync.Mutex
+	return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+		f, s, err := newOMGS(comm, tensors, thresholdBytes, cfg, net, 3e-9, warmup)
+		if err != nil {
+			return nil, err
+		}
+		if plans != nil && comm.Rank() == 0 {
+			s.onReplan = func(_ []float64, counts []int) {
+				mu.Lock()
+				defer mu.Unlock()
+				*plans = append(*plans, counts)
+			}
+		}
+		return f, nil
+	}
+}
+
+// TestOMGSResume: restored from a checkpoint, OMGS-SGD continues bit for bit, whether the
+// checkpoint was taken after the first step, during the warm-up, right after the re-plan
+// or later, which needs the warm-up's progress and the merge plan as well as the memory.
+// Both networks make the plan independent of the measured times, and unlike the buffers
+// the byte threshold gives (three): a slow link merges every tensor into one group, a
+// free one gives each tensor its own.
+func TestOMGSResume(t *testing.T) {
+	sizes := []int{3000, 16, 700, 5, 240}
+	grads := pipelinetest.Normal(sizes, []float32{1, 4, 0.5, 8, 2})
+	const threshold, warmup, steps = 4 * 800, 3, 7
+	plain := compress.Config{Density: 0.05, Selector: "topk"}
+	dgc := compress.Config{Density: 0.05, Selector: "topk", Momentum: 0.9, WarmupSteps: 4}
+	for _, tc := range []struct {
+		name string
+		net  netmodel.Network
+		cfg  compress.Config
+		plan []int
+	}{
+		{"slow link", slowLink, plain, []int{5}},
+		{"free link", freeLink, plain, []int{1, 1, 1, 1, 1}},
+		{"slow link, momentum and density warm-up", slowLink, dgc, []int{5}},
+	} {
+		var plans [][]int
+		if _, err := pipelinetest.Run(2, sizes, nil, warmup, grads, omgsFactory(threshold, tc.cfg, tc.net, warmup, &plans)); err != nil {
+			t.Fatal(err)
+		}
+		if len(plans) != 1 || !slices.Equal(plans[0], tc.plan) {
+			t.Fatalf("%s: plans %v, want one plan %v", tc.name, plans, tc.plan)
+		}
+		for _, world := range []int{2, 4} {
+			for _, split := range []int{1, 2, warmup, 5} {
+				job := pipelinetest.Job{World: world, Sizes: sizes, Steps: steps, Grads: grads, New: omgsFactory(threshold, tc.cfg, tc.net, warmup, nil)}
+				if err := job.CheckResume(split); err != nil {
+					t.Errorf("%s, %d ranks, resumed at step %d: %v", tc.name, world, split, err)
+				}
+			}
+		}
+	}
+}
+
+// TestOMGSRestoreRefusesOtherSettings: a state saved with other tensors, at another world
+// size or by another pipeline is refused with an error naming what differs, a damaged one
+// with an error, never a panic, and a refused state leaves the pipeline as it was.
+func TestOMGSRestoreRefusesOtherSettings(t *testing.T) {
+	sizes := []int{3000, 16, 700, 5, 240}
+	grads := pipelinetest.Normal(sizes, nil)
+	cfg := compress.Config{Density: 0.05, Selector: "topk"}
+	const warmup = 3
+	newPipe := omgsFactory(4*800, cfg, slowLink, warmup, nil)
+	saved, err := pipelinetest.Job{World: 2, Sizes: sizes, Steps: warmup + 1, Grads: grads, New: newPipe}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cupcake, err := pipelinetest.Job{World: 2, Sizes: sizes, Steps: 2, Grads: grads, New: cupcakeFactory(cfg, 1, nil)}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRestoreRefusals(t, saved[0].State, sizes, newPipe, []restoreCase{
+		{"other world size", 4, sizes, nil, "2 ranks"},
+		{"fewer tensors", 2, sizes[:4], nil, "5 tensors"},
+		{"other tensor size", 2, []int{3000, 16, 600, 5, 240}, nil, "tensor 2"},
+		{"Cupcake's state", 2, sizes, func(st *pipeline.State) { st.Extra = cupcake[0].State.Extra }, "OMGS-SGD"},
+		{"no state of its own", 2, sizes, func(st *pipeline.State) { st.Extra = nil }, "merge plan"},
+	})
+}
+
+// restoreCase is a state that a pipeline must refuse: the saved state, changed by edit,
+// restored into a pipeline of world ranks over tensors of the given sizes.
+type restoreCase struct {
+	name  string
+	world int
+	sizes []int
+	edit  func(*pipeline.State)
+	want  string
+}
+
+// checkRestoreRefusals checks that every case is refused with an error saying what it
+// wants, as is every truncation of the saved Extra, and that the refusals leave the
+// pipeline fit to restore saved itself, which then gives saved back as its state.
+func checkRestoreRefusals(t *testing.T, saved pipeline.State, sizes []int, newPipe pipelinetest.Factory, cases []restoreCase) {
+	t.Helper()
+	build := func(world int, sizes []int) pipeline.Stateful {
+		comms := dist.NewInProc(world)
+		t.Cleanup(func() {
+			for _, c := range comms {
+				c.Close()
+			}
+		})
+		p, err := newPipe(comms[0], pipelinetest.Tensors(sizes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p.(pipeline.Stateful)
+	}
+	for _, tc := range cases {
+		st := saved
+		st.Extra = slices.Clone(saved.Extra)
+		if tc.edit != nil {
+			tc.edit(&st)
+		}
+		if err := build(tc.world, tc.sizes).Restore(st); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: restore gave %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	p := build(2, sizes)
+	for n := range len(saved.Extra) {
+		st := saved
+		st.Extra = slices.Clone(saved.Extra[:n])
+		if err := p.Restore(st); err == nil {
+			t.Errorf("a state cut to %d of its %d bytes was accepted", n, len(saved.Extra))
+		}
+	}
+	if err := p.Restore(saved); err != nil {
+		t.Fatalf("the saved state itself, after the refusals: %v", err)
+	}
+	got, err := p.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Steps != saved.Steps || !slices.Equal(got.Order, saved.Order) || !bytes.Equal(got.Extra, saved.Extra) {
+		t.Errorf("restored and taken again, the state is steps %d, order %v, %d bytes of its own; saved: %d, %v, %d bytes",
+			got.Steps, got.Order, len(got.Extra), saved.Steps, saved.Order, len(saved.Extra))
+	}
+}
+
+// TestOMGSStateCarriesTheWarmUp: a pipeline restored during the warm-up goes on from the
+// saved progress and summed timings of every rank, so that it plans at the end of the same
+// step as the uninterrupted run, from the timings of all the warm-up's timed steps.
+func TestOMGSStateCarriesTheWarmUp(t *testing.T) {
+	sizes := []int{3000, 16, 700, 5, 240}
+	grads := pipelinetest.Normal(sizes, nil)
+	cfg := compress.Config{Density: 0.05, Selector: "topk"}
+	const world, warmup, split = 2, 4, 3
+	var mu sync.Mutex
+	stages := map[string][]*omgs{}
+	factory := func(run string) pipelinetest.Factory {
+		stages[run] = make([]*omgs, world)
+		return func(comm dist.Communicator, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
+			f, s, err := newOMGS(comm, tensors, 4*800, cfg, slowLink, 3e-9, warmup)
+			if err == nil {
+				mu.Lock()
+				stages[run][comm.Rank()] = s
+				mu.Unlock()
+			}
+			return f, err
+		}
+	}
+	saved, err := pipelinetest.Job{World: world, Sizes: sizes, Steps: split, Grads: grads, New: factory("saved")}.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := []pipeline.State{saved[0].State, saved[1].State}
+	if _, err := (pipelinetest.Job{World: world, Sizes: sizes, Steps: 0, Grads: grads, New: factory("restored"), Restore: restore}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	for r := range world {
+		was, is := stages["saved"][r].timer, stages["restored"][r].timer
+		if is.warmed != split || is.timed != split-1 || !slices.Equal(is.backward, was.backward) || !slices.Equal(is.process, was.process) {
+			t.Errorf("rank %d: restored %d steps warmed, %d timed, backward %v, selection %v; saved %d, %d, %v, %v",
+				r, is.warmed, is.timed, is.backward, is.process, was.warmed, was.timed, was.backward, was.process)
+		}
+		if stages["restored"][r].merges != nil {
+			t.Errorf("rank %d: a merge plan %v during the warm-up", r, stages["restored"][r].merges)
+		}
+	}
+	if _, err := (pipelinetest.Job{World: world, Sizes: sizes, Steps: warmup - split, Grads: grads, New: factory("resumed"), Restore: restore}).Run(); err != nil {
+		t.Fatal(err)
+	}
+	for r, s := range stages["resumed"] {
+		if s.timer.warmed != warmup || s.timer.timed != warmup-1 || !slices.Equal(s.merges, []int{len(sizes)}) {
+			t.Errorf("rank %d: after the resumed warm-up, %d steps warmed, %d timed, merge plan %v; want %d, %d, [%d]",
+				r, s.timer.warmed, s.timer.timed, s.merges, warmup, warmup-1, len(sizes))
 		}
 	}
 }

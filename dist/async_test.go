@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,10 +115,22 @@ func TestClosedCommunicator(t *testing.T) {
 	checkGoroutines(t)
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
-			comms := be.start(t, 2)
-			// Rank 0 issues a collective rank 1 never joins, then closes.
+			// Rank 0 issues a collective that rank 1 does not join yet, and closes once its
+			// frame is out: the collective is then waiting on rank 1.
+			sent := make(chan struct{})
+			var once sync.Once
+			comms := be.start(t, 2, withFaultHook(func(ev faultEvent) bool {
+				if ev.rank == 0 && ev.point == faultAfterSend && ev.seq == 1 {
+					once.Do(func() { close(sent) })
+				}
+				return false
+			}))
 			h := comms[0].AllReduceAsync(make([]float32, 10), Sum)
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case <-sent:
+			case <-time.After(10 * time.Second):
+				t.Fatal("rank 0 did not send its part of the allreduce")
+			}
 			if err := comms[0].Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package dist
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,9 +18,10 @@ type coll struct {
 	arg2  uint32 // root of a broadcast
 	start time.Time
 
-	sends sync.WaitGroup // frames queued and not yet written
-	smu   sync.Mutex
-	serr  error
+	sends  sync.WaitGroup // frames queued and not yet written
+	smu    sync.Mutex
+	serr   error
+	queued atomic.Int32 // data frames queued so far; counted for fault hooks only
 }
 
 // begin issues the next collective. Its sequence number is taken here, in the caller's
@@ -145,6 +147,9 @@ func (c *coll) sendThen(peer int, arg uint64, arg2 uint32, payload []byte, then 
 		c:       c,
 		post:    then,
 		done:    make(chan struct{}),
+	}
+	if c.e.o.fault != nil {
+		f.n = int(c.queued.Add(1)) - 1
 	}
 	if err := c.e.links[peer].enqueue(f); err != nil {
 		c.e.linkDown(peer)

@@ -62,8 +62,11 @@
 //
 //	RANK=r  WORLD_SIZE=N  LOCAL_RANK=r  MASTER_ADDR=127.0.0.1  MASTER_PORT=p  SSF_JOB_TOKEN=t
 //
-// where p is a free port on rank 0's machine (FreeAddr) and t a fresh random token
-// (NewJobToken); TCPConfig.Environ builds the list. Each worker calls ConfigFromEnv, sets BindAddr,
+// where p is the port of a listener the launcher opened on rank 0's machine and t a fresh
+// random token (NewJobToken); TCPConfig.Environ builds the list. Rank 0 inherits that
+// listener (InheritListener, SSF_MASTER_FD) rather than binding p again, so no other
+// process can take the port between its choice and the rendezvous (a program that runs
+// rank 0 in-process sets TCPConfig.Listener instead). Each worker calls ConfigFromEnv, sets BindAddr,
 // Timeout, Bandwidth and Latency from its flags, and calls DialTCP. Processes started by
 // mpirun are recognised by OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE instead (MASTER_*
 // and the token are then passed with mpirun -x). ConfigFromEnv returns ErrNoEnv when the

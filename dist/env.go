@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,6 +21,10 @@ const (
 	EnvMasterAddr = "MASTER_ADDR"
 	EnvMasterPort = "MASTER_PORT"
 	EnvJobToken   = "SSF_JOB_TOKEN"
+	// EnvMasterFD, set by a launcher for rank 0 alone, is the number of an inherited file
+	// descriptor that is rank 0's rendezvous listener, already open at MASTER_PORT (see
+	// InheritListener).
+	EnvMasterFD = "SSF_MASTER_FD"
 	// Set by Open MPI's mpirun, by SLURM's srun, and by launchers of the PMI interface
 	// (MPICH's Hydra, Intel MPI); read, in that order, when RANK and WORLD_SIZE are absent.
 	EnvOMPIRank  = "OMPI_COMM_WORLD_RANK"
@@ -44,7 +50,49 @@ var ErrNoEnv = errors.New("dist: not started as a worker: RANK and WORLD_SIZE (o
 // (falling back to OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE), MASTER_ADDR and
 // MASTER_PORT (required when WORLD_SIZE > 1) and SSF_JOB_TOKEN. The other fields keep
 // their defaults; the caller sets BindAddr, Timeout, Bandwidth ... from its own flags.
-func ConfigFromEnv() (TCPConfig, error) { return configFromEnv(os.LookupEnv) }
+//
+// On rank 0, SSF_MASTER_FD names the inherited rendezvous listener, which becomes
+// Listener. ConfigFromEnv takes the descriptor over and removes the variable from the
+// environment, so that the processes this one starts do not look for a descriptor that
+// is not theirs.
+func ConfigFromEnv() (TCPConfig, error) {
+	cfg, err := configFromEnv(os.LookupEnv)
+	if err != nil {
+		return TCPConfig{}, err
+	}
+	fd, ok, err := masterFD(os.LookupEnv, cfg.Rank)
+	if err != nil || !ok {
+		return cfg, err
+	}
+	os.Unsetenv(EnvMasterFD)
+	f := os.NewFile(uintptr(fd), "rendezvous listener")
+	// FileListener works on a duplicate that is closed on exec; the inherited descriptor
+	// is not, so it is closed here rather than passed on to this process's children.
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return TCPConfig{}, fmt.Errorf("dist: %s=%d: not a listening socket: %w", EnvMasterFD, fd, err)
+	}
+	cfg.Listener = ln
+	return cfg, nil
+}
+
+// masterFD reads EnvMasterFD: the descriptor of rank 0's inherited listener, if it is
+// set and not empty.
+func masterFD(lookup func(string) (string, bool), rank int) (fd int, ok bool, err error) {
+	v, _ := lookup(EnvMasterFD)
+	if v == "" {
+		return 0, false, nil
+	}
+	if rank != 0 {
+		return 0, false, fmt.Errorf("dist: %s is set for rank %d: only rank 0 accepts the rendezvous", EnvMasterFD, rank)
+	}
+	fd, err = strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || fd < 3 {
+		return 0, false, fmt.Errorf("dist: %s=%q: want the number of an inherited descriptor (3 or more)", EnvMasterFD, v)
+	}
+	return fd, true, nil
+}
 
 func configFromEnv(lookup func(string) (string, bool)) (TCPConfig, error) {
 	// The first pair of which either variable is set decides, so that a rank and a size
@@ -123,14 +171,26 @@ func NewJobToken() string {
 	return hex.EncodeToString(b)
 }
 
-// FreeAddr returns host:port with a port that was free on host a moment ago, for a
-// launcher to pass as MASTER_ADDR and MASTER_PORT. Another process may take the port in
-// between; rank 0's DialTCP then fails and says so.
-func FreeAddr(host string) (string, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("dist: find a free port on %s: %w", host, err)
+// InheritListener arranges for cmd, a worker about to be started as rank 0, to inherit
+// ln as its rendezvous listener: it appends a duplicate of ln's descriptor to
+// cmd.ExtraFiles and names it in cmd.Env (EnvMasterFD), where ConfigFromEnv finds it. A
+// nil cmd.Env is filled with os.Environ() first. The caller closes the returned file once
+// cmd has started (the child holds its own copy) and may then close ln too: the port
+// stays taken, by one process or the other, from the moment ln was opened until rank 0's
+// rendezvous ends, so no other process can take it in between.
+func InheritListener(cmd *exec.Cmd, ln net.Listener) (*os.File, error) {
+	fl, ok := ln.(interface{ File() (*os.File, error) })
+	if !ok {
+		return nil, fmt.Errorf("dist: hand the rendezvous listener to a worker: a %T has no file descriptor", ln)
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	f, err := fl.File()
+	if err != nil {
+		return nil, fmt.Errorf("dist: hand the rendezvous listener to a worker: %w", err)
+	}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.ExtraFiles = append(slices.Clip(cmd.ExtraFiles), f) // never into the caller's array
+	cmd.Env = append(cmd.Env, EnvMasterFD+"="+strconv.Itoa(2+len(cmd.ExtraFiles)))
+	return f, nil
 }

@@ -1,8 +1,13 @@
 package dist
 
 import (
+	"context"
 	"errors"
+	"net"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -67,5 +72,116 @@ func TestEnvironRoundTrip(t *testing.T) {
 	got, err := configFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil || got != want {
 		t.Fatalf("got %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func TestMasterFD(t *testing.T) {
+	cases := []struct {
+		name  string
+		value string // "" leaves the variable unset
+		rank  int
+		fd    int // 0: none
+		err   string
+	}{
+		{"unset", "", 0, 0, ""},
+		{"rank 0", "4", 0, 4, ""},
+		{"spaces", " 5 ", 0, 5, ""},
+		{"another rank", "4", 1, 0, "only rank 0"},
+		{"not a number", "four", 0, 0, "want the number of an inherited descriptor"},
+		{"standard stream", "2", 0, 0, "3 or more"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fd, ok, err := masterFD(func(k string) (string, bool) {
+				return tc.value, k == EnvMasterFD && tc.value != ""
+			}, tc.rank)
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %d, %t, %v; want error with %q", fd, ok, err, tc.err)
+				}
+			case err != nil || ok != (tc.fd != 0) || fd != tc.fd:
+				t.Fatalf("got %d, %t, %v; want %d", fd, ok, err, tc.fd)
+			}
+		})
+	}
+}
+
+// TestConfigFromEnvListener: rank 0 takes over the listener named by SSF_MASTER_FD, the
+// same socket, and the variable is gone afterwards.
+func TestConfigFromEnvListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A descriptor that no *os.File owns, as a child inherits it: ConfigFromEnv closes it.
+	fd, err := syscall.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	for k, v := range map[string]string{EnvRank: "0", EnvWorldSize: "2", EnvMasterAddr: host, EnvMasterPort: port,
+		EnvMasterFD: strconv.Itoa(fd)} {
+		t.Setenv(k, v)
+	}
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listener == nil {
+		t.Fatal("no listener")
+	}
+	defer cfg.Listener.Close()
+	if v, set := os.LookupEnv(EnvMasterFD); set {
+		t.Errorf("%s=%q is still set", EnvMasterFD, v)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ln.Close() // the connection can only be accepted through the inherited copy
+	a, err := cfg.Listener.Accept()
+	if err != nil {
+		t.Fatalf("accept on the inherited listener: %v", err)
+	}
+	a.Close()
+}
+
+// TestDialTCPOwnsListener: DialTCP closes the listener it was given on every path.
+func TestDialTCPOwnsListener(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  TCPConfig
+		err  string
+	}{
+		{"single rank", TCPConfig{Rank: 0, Size: 1}, ""},
+		{"not rank 0", TCPConfig{Rank: 1, Size: 2, MasterAddr: "127.0.0.1:1"}, "only rank 0"},
+		{"bad rank", TCPConfig{Rank: 3, Size: 2}, "want 0 <= rank < size"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.cfg.Listener = ln
+			c, err := DialTCP(context.Background(), tc.cfg)
+			if c != nil {
+				c.Close()
+			}
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("DialTCP: %v, want error %q", err, tc.err)
+			}
+			if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("the listener is still open: accept returned %v", err)
+			}
+		})
 	}
 }

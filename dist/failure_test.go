@@ -13,39 +13,45 @@ import (
 	"time"
 )
 
-// TestKilledRank kills a rank's connections in the middle of a large allreduce: every
-// other rank fails, naming it, and so does every later collective.
+// TestKilledRank: a rank that crashes in the middle of a large allreduce (its connections
+// drop without a word, at a fault point of one of its frames) makes every other rank fail,
+// naming it, and so does every later collective. The timeout is long: the survivors must
+// learn of the crash from the lost connections.
 func TestKilledRank(t *testing.T) {
 	checkGoroutines(t)
+	const P, victim = 4, 2
 	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
-			const P, victim = 4, 2
-			// Shaped links keep the allreduce in flight for about half a second.
-			comms := be.start(t, P, WithBandwidth(100e6), WithTimeout(5*time.Second))
-			start := time.Now()
-			errs := runRanks(t, comms, 15*time.Second, func(r int, c Communicator) error {
-				h := c.AllReduceAsync(make([]float32, 1<<20), Sum)
-				if r == victim {
-					time.Sleep(100 * time.Millisecond)
-					c.(*engine).kill()
-					return nil
+		for _, point := range []faultPoint{faultBeforeSend, faultPartialFrame, faultAfterSend} {
+			t.Run(be.name+"/"+point.String(), func(t *testing.T) {
+				// The victim crashes at its second frame: it has sent one, and the
+				// others cannot finish without the rest.
+				crash := withFaultHook(func(ev faultEvent) bool {
+					return ev.rank == victim && ev.point == point && ev.kind == collAllReduce && ev.seq == 1 && ev.n == 1
+				})
+				comms := be.start(t, P, crash, WithTimeout(time.Minute))
+				errs := runRanks(t, comms, 15*time.Second, func(r int, c Communicator) error {
+					if r == victim {
+						// Its own collective ends when it is closed, as a dead process's would
+						// never end.
+						c.AllReduceAsync(make([]float32, 1<<20), Sum)
+						return nil
+					}
+					return c.AllReduce(make([]float32, 1<<20), Sum)
+				})
+				for r, err := range errs {
+					if r == victim {
+						continue
+					}
+					wantPeerError(t, r, err, victim, "during allreduce #1")
+					if !errors.Is(err, ErrConnLost) {
+						t.Errorf("rank %d: %v, want ErrConnLost", r, err)
+					}
+					t.Logf("rank %d: %v", r, err)
+					// Later collectives fail at once, with the same culprit.
+					wantPeerError(t, r, comms[r].Barrier(), victim, "during barrier #2")
 				}
-				return h.Wait()
 			})
-			t.Logf("survivors failed after %v", time.Since(start).Round(time.Millisecond))
-			for r, err := range errs {
-				if r == victim {
-					continue
-				}
-				wantPeerError(t, r, err, victim, "during allreduce #1")
-				if !errors.Is(err, ErrConnLost) {
-					t.Errorf("rank %d: %v, want ErrConnLost", r, err)
-				}
-				t.Logf("rank %d: %v", r, err)
-				// Later collectives fail at once, with the same culprit.
-				wantPeerError(t, r, comms[r].Barrier(), victim, "during barrier #2")
-			}
-		})
+		}
 	}
 }
 
@@ -206,17 +212,16 @@ func fakeJob(t *testing.T, be string, P int, opts ...Option) ([]*engine, []net.C
 				defer wg.Done()
 				cfg := tmpl
 				cfg.Rank = r
-				var master net.Listener
 				if r == 0 {
-					master = ln
+					cfg.Listener = ln
 				}
 				if r < P-1 {
-					engines[r], errs[r] = dialTCP(context.Background(), cfg, master, opts)
+					engines[r], errs[r] = dialTCP(context.Background(), cfg, opts)
 					return
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
 				defer cancel()
-				fake, errs[r] = (&rendezvous{cfg: cfg, log: quietLog()}).run(ctx, nil)
+				fake, errs[r] = (&rendezvous{cfg: cfg, log: quietLog()}).run(ctx)
 			}()
 		}
 		wg.Wait()
@@ -356,7 +361,8 @@ func TestRejectedConnections(t *testing.T) {
 		defer wg.Done()
 		cfg := tmpl
 		cfg.Logger = slogTo(&logs)
-		engines[0], errs[0] = dialTCP(context.Background(), cfg, ln, nil)
+		cfg.Listener = ln
+		engines[0], errs[0] = dialTCP(context.Background(), cfg, nil)
 	}()
 
 	// A stray client that speaks another protocol.
@@ -389,7 +395,7 @@ func TestRejectedConnections(t *testing.T) {
 			defer wg.Done()
 			cfg := tmpl
 			cfg.Rank = r
-			engines[r], errs[r] = dialTCP(context.Background(), cfg, nil, nil)
+			engines[r], errs[r] = dialTCP(context.Background(), cfg, nil)
 		}()
 	}
 	wg.Wait()

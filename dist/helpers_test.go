@@ -102,11 +102,10 @@ func dialTCPJob(t testing.TB, size int, tmpl TCPConfig, opts ...Option) []*engin
 			defer wg.Done()
 			cfg := tmpl
 			cfg.Rank = r
-			var master net.Listener
 			if r == 0 {
-				master = ln
+				cfg.Listener = ln
 			}
-			engines[r], errs[r] = dialTCP(context.Background(), cfg, master, opts)
+			engines[r], errs[r] = dialTCP(context.Background(), cfg, opts)
 		}()
 	}
 	wg.Wait()

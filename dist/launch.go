@@ -42,6 +42,12 @@ type LaunchConfig struct {
 	Nodes, NodeRank int
 	MasterAddr      string
 	Token           string
+	// MasterListener, on node 0 only, is rank 0's rendezvous listener, already open; rank
+	// 0 inherits it (InheritListener) instead of listening itself, and MasterAddr defaults
+	// to its address. On one node without MasterAddr, Launch opens one on MasterHost
+	// itself. Either way the port is held from before any worker starts until the
+	// rendezvous, so no other process can take it in between. Launch closes it.
+	MasterListener net.Listener
 	// Stdout and Stderr receive the workers' lines, each prefixed with "[rank N] "
 	// (default os.Stdout and os.Stderr).
 	Stdout, Stderr io.Writer
@@ -63,6 +69,9 @@ const EnvBind = "SSF_BIND"
 // killed, so no process outlives Launch. On Linux the workers are also killed if the
 // launcher itself dies.
 func Launch(ctx context.Context, cfg LaunchConfig) error {
+	if cfg.MasterListener != nil {
+		defer cfg.MasterListener.Close()
+	}
 	if cfg.Workers < 1 {
 		return fmt.Errorf("dist: launch: want at least 1 worker, got %d", cfg.Workers)
 	}
@@ -85,12 +94,15 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
-	base, err := cfg.rendezvous()
+	base, master, err := cfg.rendezvous()
 	if err != nil {
 		return err
 	}
+	if master != nil {
+		defer master.Close() // rank 0 holds the port once it has started
+	}
 	first := cfg.NodeRank * cfg.Workers
-	job := &job{cfg: cfg, first: first, exited: make(chan exit, cfg.Workers)}
+	job := &job{cfg: cfg, first: first, master: master, exited: make(chan exit, cfg.Workers)}
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		// Binding goes with the share of threads given below: a user who chose the
 		// threads chooses the placement too.
@@ -108,37 +120,52 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 	return job.supervise(ctx)
 }
 
-// rendezvous checks the nodes' settings and returns the job's shared configuration: where
-// rank 0 listens, the token, the world size.
-func (cfg *LaunchConfig) rendezvous() (TCPConfig, error) {
+// rendezvous checks the nodes' settings and returns the job's shared configuration (where
+// rank 0 listens, the token, the world size) and the listener that rank 0 is to inherit,
+// if this node has one.
+func (cfg *LaunchConfig) rendezvous() (TCPConfig, net.Listener, error) {
 	nodes := max(1, cfg.Nodes)
 	if cfg.NodeRank < 0 || cfg.NodeRank >= nodes {
-		return TCPConfig{}, fmt.Errorf("dist: launch: node rank %d of %d nodes: want 0 <= node rank < nodes", cfg.NodeRank, nodes)
+		return TCPConfig{}, nil, fmt.Errorf("dist: launch: node rank %d of %d nodes: want 0 <= node rank < nodes", cfg.NodeRank, nodes)
+	}
+	master := cfg.MasterListener
+	if master != nil {
+		if cfg.NodeRank != 0 {
+			return TCPConfig{}, nil, fmt.Errorf("dist: launch: node %d was given the rendezvous listener, which belongs to rank 0 on node 0", cfg.NodeRank)
+		}
+		if cfg.MasterAddr == "" {
+			cfg.MasterAddr = master.Addr().String()
+		}
 	}
 	base := TCPConfig{Size: nodes * cfg.Workers, MasterAddr: cfg.MasterAddr, Token: cfg.Token}
 	if nodes > 1 {
 		if _, _, err := net.SplitHostPort(cfg.MasterAddr); err != nil || cfg.Token == "" {
-			return TCPConfig{}, fmt.Errorf("dist: launch on %d nodes needs the master's host:port (got %q) and a job token shared by every node (%s)", nodes, cfg.MasterAddr, EnvJobToken)
+			return TCPConfig{}, nil, fmt.Errorf("dist: launch on %d nodes needs the master's host:port (got %q) and a job token shared by every node (%s)", nodes, cfg.MasterAddr, EnvJobToken)
 		}
-		return base, nil
+		return base, master, nil
 	}
 	if base.MasterAddr == "" {
-		var err error
-		if base.MasterAddr, err = FreeAddr(cfg.MasterHost); err != nil {
-			return TCPConfig{}, err
+		// The port goes to the workers in their environment before rank 0 runs: rank 0
+		// inherits this listener rather than binding the port again, which another
+		// process could have taken by then.
+		ln, err := net.Listen("tcp", net.JoinHostPort(cfg.MasterHost, "0"))
+		if err != nil {
+			return TCPConfig{}, nil, fmt.Errorf("dist: launch: listen for the rendezvous on %s: %w", cfg.MasterHost, err)
 		}
+		master, base.MasterAddr = ln, ln.Addr().String()
 	}
 	if base.Token == "" {
 		base.Token = NewJobToken()
 	}
-	return base, nil
+	return base, master, nil
 }
 
 // job is a running set of workers.
 type job struct {
 	cfg    LaunchConfig
-	first  int        // the global rank of the first local worker
-	mu     sync.Mutex // serialises output lines
+	first  int          // the global rank of the first local worker
+	master net.Listener // rank 0's rendezvous listener, which it inherits; nil: none here
+	mu     sync.Mutex   // serialises output lines
 	procs  []*exec.Cmd
 	exited chan exit
 	cpus   [][]int // per local worker, the CPUs it is bound to; nil: unbound
@@ -159,8 +186,18 @@ func (j *job) start(rank int, env []string) error {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(procs))
 	}
 	cmd.SysProcAttr = workerAttr()
+	// A variable inherited from this launcher's own environment must not send a worker
+	// looking for a descriptor it was not given; the last value of a name wins.
+	cmd.Env = append(cmd.Env, EnvMasterFD+"=")
 	if rank == 0 {
-		cmd.ExtraFiles = j.cfg.RankZeroFiles
+		cmd.ExtraFiles = slices.Clip(j.cfg.RankZeroFiles)
+		if j.master != nil {
+			f, err := InheritListener(cmd, j.master)
+			if err != nil {
+				return fmt.Errorf("dist: launch rank %d: %w", j.first, err)
+			}
+			defer f.Close() // the worker has its own copy once started
+		}
 	}
 	var cpus []int
 	if j.cpus != nil {
@@ -177,6 +214,9 @@ func (j *job) start(rank int, env []string) error {
 	}
 	if err := startOn(cmd, cpus); err != nil {
 		return fmt.Errorf("dist: launch rank %d: %w", j.first+rank, err)
+	}
+	if rank == 0 && j.master != nil {
+		j.master.Close() // rank 0 holds the port now
 	}
 	j.procs = append(j.procs, cmd)
 	var copying sync.WaitGroup

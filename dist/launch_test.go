@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"runtime"
 	"strconv"
@@ -32,7 +33,14 @@ func TestLaunchWorkerHelper(t *testing.T) {
 	case role == "ok":
 		os.Exit(0)
 	case role == "allreduce":
-		// Join the job and sum the ranks: every rank must see 0+1+...+size-1.
+		// Join the job and sum the ranks: every rank must see 0+1+...+size-1. First make
+		// sure that no process could take rank 0's port from it: the launcher holds it,
+		// and then rank 0 does, from before any worker started.
+		if ln, err := net.Listen("tcp", cfg.MasterAddr); err == nil {
+			ln.Close()
+			fmt.Fprintf(os.Stderr, "worker: rank 0's port %s was free for anyone to take\n", cfg.MasterAddr)
+			os.Exit(4)
+		}
 		comm, err := DialTCP(context.Background(), cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
@@ -169,6 +177,23 @@ func TestLaunchInterrupted(t *testing.T) {
 	assertGone(t, pids)
 }
 
+// TestLaunchOneNode: a job on one node forms and sums, and every worker finds rank 0's
+// port taken: Launch holds it from before the first worker starts and rank 0 inherits it,
+// so no other process can have taken it in between.
+func TestLaunchOneNode(t *testing.T) {
+	const workers = 3
+	err, out, pids := launchHelpers(t, context.Background(), "allreduce", workers)
+	if err != nil {
+		t.Fatalf("Launch: %v\n%s", err, out)
+	}
+	for r := range workers {
+		if want := fmt.Sprintf("[rank %d] sum 3 local %d", r, r); !strings.Contains(out, want) {
+			t.Errorf("no line %q:\n%s", want, out)
+		}
+	}
+	assertGone(t, pids)
+}
+
 func TestLaunchRejectsNoWorkers(t *testing.T) {
 	if err := Launch(context.Background(), LaunchConfig{Workers: 0}); err == nil {
 		t.Fatal("a job of 0 workers was launched")
@@ -204,7 +229,9 @@ func TestLaunchRankZeroFiles(t *testing.T) {
 // they form one job of 4 ranks (global ranks by node, local ranks from 0 on each node)
 // whose allreduce every rank completes alike.
 func TestLaunchTwoNodes(t *testing.T) {
-	master, err := FreeAddr("127.0.0.1")
+	// Node 0's launcher hands this listener to rank 0; node 1's workers may dial it before
+	// rank 0 runs and wait in its backlog.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,13 +240,18 @@ func TestLaunchTwoNodes(t *testing.T) {
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for node := range 2 {
+		cfg := LaunchConfig{
+			Workers: 2, Nodes: 2, NodeRank: node, MasterAddr: ln.Addr().String(), Token: token,
+			Program: os.Args[0], Args: []string{"-test.run=^TestLaunchWorkerHelper$"},
+			Env: []string{"SSF_LAUNCH_ROLE=allreduce"}, Stdout: &outs[node], Grace: 2 * time.Second,
+		}
+		if node == 0 {
+			cfg.MasterListener = ln
+		}
 		wg.Go(func() {
 			var errOut capturedLog
-			errs[node] = Launch(context.Background(), LaunchConfig{
-				Workers: 2, Nodes: 2, NodeRank: node, MasterAddr: master, Token: token,
-				Program: os.Args[0], Args: []string{"-test.run=^TestLaunchWorkerHelper$"},
-				Env: []string{"SSF_LAUNCH_ROLE=allreduce"}, Stdout: &outs[node], Stderr: &errOut, Grace: 2 * time.Second,
-			})
+			cfg.Stderr = &errOut
+			errs[node] = Launch(context.Background(), cfg)
 			if errs[node] != nil {
 				errs[node] = fmt.Errorf("%w\n%s", errs[node], errOut.String())
 			}

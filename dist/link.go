@@ -47,6 +47,7 @@ type outFrame struct {
 	c       *coll
 	post    *postSink     // posted once the frame is written
 	done    chan struct{} // closed once the frame is written or dropped
+	n       int           // the frame's index among its collective's; counted for fault hooks only
 }
 
 var errLinkDown = errors.New("dist: link stopped")
@@ -153,12 +154,16 @@ func (l *link) writeLoop() {
 		f := l.queue.pop()
 		l.mu.Unlock()
 		if f != nil {
-			var err error
-			if broken {
-				err = errLinkDown
-			} else if err = l.writeFrame(f); err != nil && err != errLinkDown {
-				broken = true
-				l.writeFailed(err)
+			err := errLinkDown
+			if !broken {
+				switch err = l.writeFrame(f); err {
+				case nil, errLinkDown:
+				case errCrashed:
+					broken = true // a crashed rank sends nothing more and blames nobody
+				default:
+					broken = true
+					l.writeFailed(err)
+				}
 			}
 			l.complete(f, err)
 			lastWrite = time.Now()
@@ -260,10 +265,10 @@ func (l *link) writeFrame(f *outFrame) error {
 		return errLinkDown
 	}
 	var err error
-	if l.pacer != nil {
-		err = l.writePaced(hdr[:], f.payload)
+	if hook := l.e.o.fault; hook != nil {
+		err = l.writeHooked(hook, f, hdr[:])
 	} else {
-		err = l.writeParts(hdr[:], f.payload)
+		err = l.write(hdr[:], f.payload)
 	}
 	if err != nil {
 		return err
@@ -276,33 +281,73 @@ func (l *link) writeFrame(f *outFrame) error {
 	return nil
 }
 
+// writeHooked writes a data frame in two parts, calling the fault hook before the
+// frame, between the parts and after it; it stops at the first point where the hook
+// crashes the rank.
+func (l *link) writeHooked(hook faultHook, f *outFrame, hdr []byte) error {
+	ev := faultEvent{rank: l.e.rank, peer: l.peer, kind: f.c.kind, seq: f.c.seq - l.e.seqBase, n: f.n}
+	at := func(p faultPoint) error {
+		ev.point = p
+		if hook(ev) {
+			l.e.kill()
+			return errCrashed
+		}
+		return nil
+	}
+	half := len(f.payload) / 2
+	if err := at(faultBeforeSend); err != nil {
+		return err
+	}
+	if err := l.write(hdr, f.payload[:half]); err != nil {
+		return err
+	}
+	if err := at(faultPartialFrame); err != nil {
+		return err
+	}
+	if err := l.write(f.payload[half:]); err != nil {
+		return err
+	}
+	return at(faultAfterSend)
+}
+
 func (l *link) writeControl(h header, payload []byte) error {
 	var hdr [headerSize]byte
 	h.put(hdr[:])
 	if !l.armWrite() {
 		return errLinkDown
 	}
-	var err error
-	if l.pacer != nil {
-		err = l.writePaced(hdr[:], payload)
-	} else {
-		err = l.writeParts(hdr[:], payload)
-	}
+	err := l.write(hdr[:], payload)
 	if err == nil {
 		l.e.stats.ctlSent.Add(int64(headerSize + len(payload)))
 	}
 	return err
 }
 
-// writeParts writes header and payload in one call where the conn supports it (writev).
-// An empty payload is left out: on a synchronous pipe even an empty write waits for a
-// reader, which may already be gone.
-func (l *link) writeParts(hdr, payload []byte) error {
-	if len(payload) == 0 {
-		_, err := l.conn.Write(hdr)
+// write writes parts in order, paced on a shaped link.
+func (l *link) write(parts ...[]byte) error {
+	if l.pacer != nil {
+		return l.writePaced(parts...)
+	}
+	return l.writeParts(parts...)
+}
+
+// writeParts writes parts in one call where the conn supports it (writev). Empty parts are
+// left out: on a synchronous pipe even an empty write waits for a reader, which may
+// already be gone.
+func (l *link) writeParts(parts ...[]byte) error {
+	bufs := make(net.Buffers, 0, len(parts))
+	for _, p := range parts {
+		if len(p) > 0 {
+			bufs = append(bufs, p)
+		}
+	}
+	switch len(bufs) {
+	case 0:
+		return nil
+	case 1:
+		_, err := l.conn.Write(bufs[0])
 		return err
 	}
-	bufs := net.Buffers{hdr, payload}
 	_, err := bufs.WriteTo(l.conn)
 	return err
 }

@@ -31,6 +31,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var mpiScenario = flag.String("mpi.scenario", "",
@@ -327,20 +329,30 @@ func TestMPI(t *testing.T) {
 	})
 
 	t.Run("Barrier", func(t *testing.T) {
-		// Rank r enters r steps late; nobody may leave before the last one entered.
-		const step = 100 * time.Millisecond
+		// Nobody may leave before the last one entered. The ranks share the machine's
+		// monotonic clock: each notes when it entered and when it left, and compares
+		// its leaving with everyone's entering.
+		var entered, left unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &entered); err != nil {
+			t.Fatal(err)
+		}
 		if err := c.Barrier(); err != nil {
 			t.Fatalf("barrier: %v", err)
 		}
-		start := time.Now()
-		time.Sleep(time.Duration(me) * step)
-		if err := c.Barrier(); err != nil {
-			t.Fatalf("barrier: %v", err)
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &left); err != nil {
+			t.Fatal(err)
 		}
-		// The first barrier releases the ranks at slightly different times: allow half
-		// a step.
-		if d, want := time.Since(start), time.Duration(P-1)*step-step/2; d < want {
-			t.Errorf("left the barrier after %v, before the last rank can have entered (%v)", d, want)
+		all, err := c.AllGatherV(binary.LittleEndian.AppendUint64(nil, uint64(entered.Nano())))
+		if err != nil {
+			t.Fatalf("allgatherv: %v", err)
+		}
+		for q, b := range all {
+			if len(b) != 8 {
+				t.Fatalf("rank %d sent %d bytes, want 8", q, len(b))
+			}
+			if e := int64(binary.LittleEndian.Uint64(b)); e > left.Nano() {
+				t.Errorf("left the barrier %v before rank %d entered it", time.Duration(e-left.Nano()), q)
+			}
 		}
 	})
 
@@ -643,9 +655,9 @@ func TestMPIStagingPool(t *testing.T) {
 //	mpirun --allow-run-as-root -np 2 /tmp/dist_mpi.test -test.run '^$' -test.bench MPI -test.benchtime 10x
 //
 // On virtual machines that hand freed memory back to the host, MPI_Allreduce pays page
-// faults for the scratch buffer Open MPI allocates on every call (10 times its time at 2
-// ranks on the machine this was written on); MALLOC_MMAP_MAX_=0 (mpirun -x) makes glibc
-// keep that memory. The backend's own allreduce reuses its staging buffer.
+// faults for the scratch buffer Open MPI allocates on every call, which can cost more
+// than the allreduce itself; MALLOC_MMAP_MAX_=0 (mpirun -x) makes glibc keep that
+// memory. The backend's own allreduce reuses its staging buffer.
 func BenchmarkMPI(b *testing.B) {
 	c := sharedMPI(b)
 	defer closeSharedMPI(b)

@@ -46,6 +46,7 @@ type options struct {
 	segment    int
 	small      int // 0: default; < 0: never
 	noShm      bool
+	fault      faultHook // tests only (withFaultHook); nil: no fault points
 }
 
 // WithTimeout sets how long a collective may wait on a peer that sends nothing before the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -36,7 +37,18 @@ func runChild(mode string) int {
 	}
 	cfg.Timeout, _ = time.ParseDuration(os.Getenv("SSF_DIST_TEST_TIMEOUT"))
 	cfg.Bandwidth, _ = ParseBandwidth(os.Getenv("SSF_DIST_TEST_BANDWIDTH"))
-	c, err := DialTCP(context.Background(), cfg)
+	var opts []Option
+	if spec := os.Getenv(crashEnv); spec != "" {
+		hook, err := crashHook(spec, cfg.Rank)
+		if err != nil {
+			fmt.Println("error:", err)
+			return 2
+		}
+		if hook != nil {
+			opts = append(opts, withFaultHook(hook))
+		}
+	}
+	c, err := DialTCP(context.Background(), cfg, opts...)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 2
@@ -65,27 +77,12 @@ func runChild(mode string) int {
 		}
 		fmt.Printf("checksum %x\n", h.Sum64())
 	case "kill":
-		if err := c.Barrier(); err != nil {
-			return fail(err)
-		}
-		fmt.Println("ready")
+		// One rank's process dies in the middle of the allreduce (crashEnv).
+		fmt.Println("transport", c)
 		if err := c.AllReduce(make([]float32, 1<<20), Sum); err != nil {
 			return fail(err)
 		}
 		fmt.Println("done")
-	case "kill-loop":
-		// Allreduces back to back until one fails: the kill lands in the middle of one.
-		fmt.Println("transport", c)
-		if err := c.Barrier(); err != nil {
-			return fail(err)
-		}
-		fmt.Println("ready")
-		buf := make([]float32, 4<<20)
-		for {
-			if err := c.AllReduce(buf, Sum); err != nil {
-				return fail(err)
-			}
-		}
 	case "bench":
 		size, _ := strconv.Atoi(os.Getenv("SSF_DIST_TEST_SIZE"))
 		iters, _ := strconv.Atoi(os.Getenv("SSF_DIST_TEST_ITERS"))
@@ -111,72 +108,108 @@ func runChild(mode string) int {
 	return 0
 }
 
-// child is a running worker process and the lines it printed.
-type child struct {
-	cmd   *exec.Cmd
-	ready chan struct{} // closed when the worker printed "ready"
-	out   []string      // read after done
-	done  chan struct{}
-	err   error
+// crashEnv makes one worker crash at a fault point of the first allreduce: its value is
+// "rank point n", the process of that rank killing itself (SIGKILL) at event n (from 0)
+// of the named point.
+const crashEnv = "SSF_DIST_TEST_CRASH"
+
+// crashHook returns the fault hook that crashEnv's spec asks of rank, nil if it names
+// another rank.
+func crashHook(spec string, rank int) (faultHook, error) {
+	var victim, n int
+	var name string
+	if _, err := fmt.Sscanf(spec, "%d %s %d", &victim, &name, &n); err != nil {
+		return nil, fmt.Errorf("%s=%q: want \"rank point n\": %w", crashEnv, spec, err)
+	}
+	var point faultPoint
+	for p := faultBeforeSend; p <= faultShmStep; p++ {
+		if p.String() == name {
+			point = p
+		}
+	}
+	if point == 0 {
+		return nil, fmt.Errorf("%s=%q: no fault point %q", crashEnv, spec, name)
+	}
+	if victim != rank {
+		return nil, nil
+	}
+	return func(ev faultEvent) bool {
+		if ev.point != point || ev.kind != collAllReduce || ev.seq != 1 || ev.n != n {
+			return false
+		}
+		fmt.Printf("crashing at %v %d\n", point, n)
+		self, err := os.FindProcess(os.Getpid())
+		if err == nil {
+			err = self.Kill()
+		}
+		if err != nil {
+			fmt.Println("error: cannot crash:", err)
+			os.Exit(3)
+		}
+		select {} // until the signal lands
+	}, nil
 }
 
+// child is a running worker process and the lines it printed.
+type child struct {
+	cmd  *exec.Cmd
+	out  []string // read after done
+	done chan struct{}
+	err  error
+}
+
+// startChildren starts P workers of a job as a launcher does: it holds rank 0's port from
+// the start and hands the listener to rank 0's process.
 func startChildren(t testing.TB, P int, mode string, env ...string) []*child {
 	t.Helper()
-	addr, err := FreeAddr("127.0.0.1") // a launcher's steps
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer ln.Close() // once rank 0 has started, it holds the port
 	token := NewJobToken()
-	kids := make([]*child, P)
-	for r := range P {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+mode)
-		cmd.Env = append(cmd.Env, TCPConfig{Rank: r, Size: P, MasterAddr: addr, Token: token}.Environ()...)
-		cmd.Env = append(cmd.Env, env...)
-		cmd.Stderr = os.Stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		k := &child{cmd: cmd, ready: make(chan struct{}), done: make(chan struct{})}
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				if sc.Text() == "ready" {
-					close(k.ready)
-				}
-				k.out = append(k.out, sc.Text())
-			}
-			k.err = cmd.Wait()
-			close(k.done)
-		}()
-		kids[r] = k
-	}
+	kids := make([]*child, 0, P)
 	t.Cleanup(func() {
 		for _, k := range kids {
 			k.cmd.Process.Kill()
 			<-k.done
 		}
 	})
-	return kids
-}
-
-// waitReady waits until every child has said it is ready, failing the test if one exits
-// first or takes longer than 30 s.
-func waitReady(t testing.TB, kids []*child) {
-	t.Helper()
-	for r, k := range kids {
-		select {
-		case <-k.ready:
-		case <-k.done:
-			t.Fatalf("worker %d exited early: %v %q", r, k.err, k.out)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("worker %d never got ready", r)
+	for r := range P {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+mode)
+		cmd.Env = append(cmd.Env, TCPConfig{Rank: r, Size: P, MasterAddr: ln.Addr().String(), Token: token}.Environ()...)
+		cmd.Env = append(cmd.Env, env...)
+		var inherited *os.File
+		if r == 0 {
+			if inherited, err = InheritListener(cmd, ln); err != nil {
+				t.Fatal(err)
+			}
 		}
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Start()
+		if inherited != nil {
+			inherited.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := &child{cmd: cmd, done: make(chan struct{})}
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				k.out = append(k.out, sc.Text())
+			}
+			k.err = cmd.Wait()
+			close(k.done)
+		}()
+		kids = append(kids, k)
 	}
+	return kids
 }
 
 // waitChildren waits for every child, failing the test on a hang.
@@ -214,31 +247,52 @@ func TestProcesses(t *testing.T) {
 	}
 }
 
-// TestProcessKilled: a worker killed (SIGKILL) in the middle of an allreduce makes the
-// others exit with an error naming it, within a bounded time.
+// TestProcessKilled: a worker whose process is killed (SIGKILL) in the middle of an
+// allreduce, at a fault point, makes the others exit with an error naming it, long
+// before their timeout.
 func TestProcessKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	const P, victim = 3, 2
-	kids := startChildren(t, P, "kill", "SSF_DIST_TEST_TIMEOUT=2s", "SSF_DIST_TEST_BANDWIDTH=100Mbit")
-	// The allreduce starts right after "ready" and lasts about 0.4 s on these links.
-	waitReady(t, kids)
-	time.Sleep(100 * time.Millisecond)
-	killed := time.Now()
-	kids[victim].cmd.Process.Kill()
-	waitChildren(t, kids, 20*time.Second)
-	t.Logf("survivors exited %v after the kill", time.Since(killed).Round(time.Millisecond))
-	for r, k := range kids {
-		if r == victim {
-			continue
-		}
-		out := strings.Join(k.out, "\n")
-		if k.err == nil || !strings.Contains(out, fmt.Sprintf("dist: rank %d:", victim)) {
-			t.Errorf("worker %d: exit %v, output %q; want an error naming rank %d", r, k.err, out, victim)
-		} else {
-			t.Logf("worker %d: %s", r, k.out[len(k.out)-1])
-		}
+	cases := []struct {
+		name  string
+		point faultPoint
+		shm   bool // the job runs on shared memory, else on TCP
+	}{
+		{"tcp/partial-frame", faultPartialFrame, false},
+		{"tcp/after-send", faultAfterSend, false},
+		{"shm/step", faultShmStep, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.shm && !shmSupported {
+				t.Skip("no shared memory transport on this system")
+			}
+			env := []string{"SSF_DIST_TEST_TIMEOUT=1m", fmt.Sprintf("%s=%d %v 2", crashEnv, victim, tc.point)}
+			if !tc.shm {
+				env = append(env, EnvSharedMemory+"=off")
+			}
+			kids := startChildren(t, P, "kill", env...)
+			waitChildren(t, kids, 30*time.Second)
+			if out := strings.Join(kids[victim].out, "\n"); signaled(kids[victim].err) == nil || !strings.Contains(out, "crashing at") {
+				t.Fatalf("worker %d: exit %v, output %q; want a crash at %v", victim, kids[victim].err, out, tc.point)
+			}
+			for r, k := range kids {
+				if r == victim {
+					continue
+				}
+				out := strings.Join(k.out, "\n")
+				if onShm := strings.Contains(out, "shared memory"); onShm != tc.shm {
+					t.Errorf("worker %d: on shared memory %t, want %t: %q", r, onShm, tc.shm, out)
+				}
+				if k.err == nil || !strings.Contains(out, fmt.Sprintf("dist: rank %d:", victim)) {
+					t.Errorf("worker %d: exit %v, output %q; want an error naming rank %d", r, k.err, out, victim)
+				} else {
+					t.Logf("worker %d: %s", r, k.out[len(k.out)-1])
+				}
+			}
+		})
 	}
 }
 

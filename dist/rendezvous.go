@@ -23,7 +23,7 @@ func (rv *rendezvous) errorf(format string, args ...any) error {
 	return fmt.Errorf("dist: rank %d: rendezvous: "+format, append([]any{rv.cfg.Rank}, args...)...)
 }
 
-func (rv *rendezvous) run(ctx context.Context, master net.Listener) (conns []net.Conn, err error) {
+func (rv *rendezvous) run(ctx context.Context) (conns []net.Conn, err error) {
 	cfg := rv.cfg
 	conns = make([]net.Conn, cfg.Size)
 	defer func() {
@@ -38,8 +38,8 @@ func (rv *rendezvous) run(ctx context.Context, master net.Listener) (conns []net
 
 	var ln net.Listener
 	switch {
-	case cfg.Rank == 0 && master != nil:
-		ln = master
+	case cfg.Rank == 0 && cfg.Listener != nil:
+		ln = cfg.Listener
 	case cfg.Rank == 0:
 		_, port, _ := net.SplitHostPort(cfg.MasterAddr)
 		if ln, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, port)); err != nil {
@@ -179,8 +179,11 @@ func (rv *rendezvous) dial(ctx context.Context, addr string, expect int) (net.Co
 	for {
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
+			// Rank 0's listener can be open before rank 0 accepts on it (a launcher
+			// opened it and handed it over): the connection then waits in the backlog,
+			// and rank 0's greeting may come as late as the end of the rendezvous.
 			deadline := time.Now().Add(handshakeTimeout)
-			if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			if d, ok := ctx.Deadline(); ok && (expect == 0 || d.Before(deadline)) {
 				deadline = d
 			}
 			conn.SetDeadline(deadline)

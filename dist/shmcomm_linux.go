@@ -44,6 +44,7 @@ type shmComm struct {
 	// Only the running collective touches these.
 	step uint32      // the last step
 	srcs [][]float32 // operands of a sum, one per rank
+	cur  *shmOp      // the running collective
 }
 
 func newShmComm(e *engine, seg *segment, small int) *shmComm {
@@ -77,6 +78,7 @@ type shmOp struct {
 	// What Stats reports: the volume of the bandwidth-optimal algorithm on a network,
 	// not what this transport copies, so that traffic compares across backends.
 	sent, recv int64
+	step0      uint32 // the last step before the collective's first
 }
 
 // begin issues the next collective; its place in the order is taken here, in the
@@ -106,6 +108,7 @@ func (s *shmComm) run(op *shmOp, fn func(op *shmOp) error) error {
 	}
 	err := s.peersFailed()
 	if err == nil {
+		op.step0, s.cur = s.step, op
 		err = fn(op)
 	}
 	return s.end(op, err)

@@ -17,13 +17,13 @@ const EnvSharedMemory = "SSF_SHM"
 // segment holds 2(P+1) of them.
 const EnvSharedMemoryChunk = "SSF_SHM_CHUNK"
 
-// Defaults of the shared memory transport, which rank 0 chooses and offers.
+// Defaults of the shared memory transport, which rank 0 chooses and offers. Tests
+// change them to run collectives of few bytes through many steps.
 var (
 	shmChunk = 1 << 20 // bytes of one slot: one step of a pipelined collective
 	// Allreduce size up to which every rank sums whole buffers in one step instead of
-	// two steps of the pipeline: at 64 KB that was faster with 2 and 4 ranks (16 and 72 µs
-	// against 23 and 88 µs, on 2 cores, loaded), the second step's wait costing more than
-	// the extra sums.
+	// streaming them through two steps of the pipeline: on small buffers, waiting for a
+	// second step costs more than the sums that every rank then repeats.
 	shmSmall = 64 << 10
 )
 

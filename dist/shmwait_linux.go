@@ -10,10 +10,10 @@ import (
 
 // How a rank waits for its peers: it looks at their arrive words in bursts of loads and
 // yields the core between bursts, then, after shmYieldFor, sleeps on a futex with a
-// bounded timeout, after which it looks for failures again. Yielding early matters on a
-// busy machine: a rank that spins may hold the very core its peer waits for, and spinning
-// for even 50 µs before yielding made small collectives several times slower, under load,
-// than yielding at once (a yield with nothing else to run costs well under a microsecond).
+// bounded timeout, after which it looks for failures again. It yields from the first
+// burst on: on a busy machine a rank that spins may hold the very core its peer waits
+// for, which delays a small collective far more than yields cost, and a yield with
+// nothing else to run returns at once.
 const (
 	shmSpinLoads  = 64               // loads between yields
 	shmYieldFor   = time.Millisecond // of yielding before sleeping
@@ -26,6 +26,13 @@ func arrived(a, st uint32) bool { return int32(a-st) >= 0 }
 // sync ends this rank's part of the next step and waits until every rank has ended it.
 // It returns the step, whose parity selects the slots written before it.
 func (s *shmComm) sync() (uint32, error) {
+	if hook := s.e.o.fault; hook != nil {
+		ev := faultEvent{point: faultShmStep, rank: s.rank, peer: -1, kind: s.cur.kind, seq: s.cur.seq, n: int(s.step - s.cur.step0)}
+		if hook(ev) {
+			s.kill()
+			return 0, errCrashed
+		}
+	}
 	s.step++
 	st := s.step
 	me := s.seg.arrive(s.rank)

@@ -15,8 +15,15 @@ type TCPConfig struct {
 	Size int // number of ranks
 
 	// MasterAddr is host:port of rank 0's rendezvous listener. Rank 0 listens on
-	// BindAddr with MasterAddr's port; the others dial MasterAddr.
+	// BindAddr with MasterAddr's port, unless it was given Listener; the others dial
+	// MasterAddr.
 	MasterAddr string
+	// Listener, on rank 0 only, is the rendezvous listener, already open at MasterAddr.
+	// A launcher that chooses the port opens it and hands it over (Launch passes it to
+	// rank 0's process as an inherited descriptor, which ConfigFromEnv picks up), so that
+	// no other process can take the port between its choice and the rendezvous. DialTCP
+	// takes ownership of it and closes it once the other ranks have joined, or on failure.
+	Listener net.Listener
 	// BindAddr is the host every listening socket of this rank binds to. Default
 	// 127.0.0.1: nothing outside the machine can connect unless told otherwise. A job
 	// across machines sets an interface address, or 0.0.0.0.
@@ -54,14 +61,14 @@ const (
 // size, limits); they apply after cfg's fields. It fails if the rendezvous does not
 // complete within cfg.DialTimeout or ctx ends.
 //
-// Rendezvous: rank 0 listens at MasterAddr's port. Every other rank opens a listener of
-// its own on BindAddr (ephemeral port), dials rank 0, authenticates, and tells rank 0 its
-// advertised address. When all ranks have joined, rank 0 sends everyone the table of
+// Rendezvous: rank 0 listens at MasterAddr's port, or on Listener. Every other rank opens
+// a listener of its own on BindAddr (ephemeral port), dials rank 0, authenticates, and
+// tells rank 0 its advertised address. When all ranks have joined, rank 0 sends everyone the table of
 // addresses and keeps each rendezvous connection as its link to that rank. Then each rank
 // dials the ranks below it and accepts the ranks above it, every connection with the
 // token handshake, forming a full mesh; listeners close once the mesh is complete.
 func DialTCP(ctx context.Context, cfg TCPConfig, opts ...Option) (Communicator, error) {
-	e, err := dialTCP(ctx, cfg, nil, opts)
+	e, err := dialTCP(ctx, cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -71,9 +78,12 @@ func DialTCP(ctx context.Context, cfg TCPConfig, opts ...Option) (Communicator, 
 	return upgradeLocal(e)
 }
 
-// dialTCP is DialTCP with rank 0's listener optionally provided (tests use an ephemeral
-// port that way).
-func dialTCP(ctx context.Context, cfg TCPConfig, master net.Listener, opts []Option) (*engine, error) {
+// dialTCP is DialTCP without the move to shared memory.
+func dialTCP(ctx context.Context, cfg TCPConfig, opts []Option) (*engine, error) {
+	if cfg.Listener != nil {
+		// Ours on every path; the rendezvous closes it as soon as the ranks have joined.
+		defer cfg.Listener.Close()
+	}
 	o := options{timeout: cfg.Timeout, bandwidth: cfg.Bandwidth, latency: cfg.Latency, logger: cfg.Logger}
 	for _, opt := range opts {
 		opt(&o)
@@ -84,13 +94,13 @@ func dialTCP(ctx context.Context, cfg TCPConfig, master net.Listener, opts []Opt
 	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
 		return nil, fmt.Errorf("dist: rank %d of world size %d: want 0 <= rank < size", cfg.Rank, cfg.Size)
 	}
+	if cfg.Listener != nil && cfg.Rank != 0 {
+		return nil, fmt.Errorf("dist: rank %d was given a rendezvous listener, which only rank 0 accepts on", cfg.Rank)
+	}
 	if cfg.Size == 1 {
-		if master != nil {
-			master.Close()
-		}
 		return newEngine(0, 1, nil, o), nil
 	}
-	if _, _, err := net.SplitHostPort(cfg.MasterAddr); err != nil {
+	if _, _, err := net.SplitHostPort(cfg.MasterAddr); err != nil && cfg.Listener == nil {
 		return nil, fmt.Errorf("dist: master address %q: want host:port (MASTER_ADDR, MASTER_PORT): %w", cfg.MasterAddr, err)
 	}
 	if cfg.BindAddr == "" {
@@ -103,7 +113,7 @@ func dialTCP(ctx context.Context, cfg TCPConfig, master net.Listener, opts []Opt
 	ctx, cancel := context.WithTimeout(ctx, dt)
 	defer cancel()
 	rv := &rendezvous{cfg: cfg, log: o.logger}
-	conns, err := rv.run(ctx, master)
+	conns, err := rv.run(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,8 @@ package sim
 
 import (
 	"context"
-	"slices"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ssfusion/ssfusion/netmodel"

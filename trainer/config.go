@@ -16,19 +16,40 @@ import (
 // variable; its usage tag is the flag's help and Defaults its default (package
 // internal/keys makes the flags), and Validate checks it.
 type Config struct {
-	Model   string `mapstructure:"model" json:"model" usage:"model: mlp, resnet8|20|32|56|110, resnet18, vgg11|13|16|19, lstm"`
-	Dataset string `mapstructure:"dataset" json:"dataset" usage:"data set: mnist (embedded), fashion-mnist, cifar10, cifar100, ptb, wikitext2, synthetic, synthetic-text"`
-	DataDir string `mapstructure:"data-dir" json:"data_dir" usage:"folder holding the data set's files (default for mnist: the copy in the Go module cache)"`
-	Workers int    `mapstructure:"workers" json:"workers" usage:"worker processes"`
+	ModelOptions       `mapstructure:",squash"`
+	DataOptions        `mapstructure:",squash"`
+	OptimOptions       `mapstructure:",squash"`
+	pipelines.Settings `mapstructure:",squash"` // the gradient pipeline and its options
+	DistOptions        `mapstructure:",squash"`
+	OutputOptions      `mapstructure:",squash"`
+}
 
-	Epochs    int   `mapstructure:"epochs" json:"epochs" usage:"epochs to train (0: one epoch, or as many as --max-steps needs)"`
-	MaxSteps  int   `mapstructure:"max-steps" json:"max_steps" usage:"stop after this many steps (0: no limit)"`
-	BatchSize int   `mapstructure:"batch-size" json:"batch_size" usage:"samples per worker per step (streams for the lstm)"`
-	Seed      int64 `mapstructure:"seed" json:"seed" usage:"seed of initialisation, shuffling and augmentation"`
+// ModelOptions are the keys of the model and its shape.
+type ModelOptions struct {
+	Model   string  `mapstructure:"model" json:"model" usage:"model: mlp, resnet8|20|32|56|110, resnet18, vgg11|13|16|19, lstm"`
+	Width   float64 `mapstructure:"width" json:"width" usage:"channel width multiplier of ResNet and VGG"`
+	SeqLen  int     `mapstructure:"seq-len" json:"seq_len" usage:"lstm: BPTT length"`
+	Hidden  int     `mapstructure:"hidden" json:"hidden" usage:"lstm: hidden and embedding size"`
+	Layers  int     `mapstructure:"layers" json:"layers" usage:"lstm: layers"`
+	Dropout float64 `mapstructure:"dropout" json:"dropout" usage:"lstm: dropout between layers"`
+}
 
-	// Optimizer. LR, Momentum, WeightDecay and ClipNorm at FamilyDefault (-1) mean "the
-	// model family's default" (resolved by Resolve and written resolved into
-	// summary.json); any other negative value is an error.
+// DataOptions are the keys of the data and how it is batched.
+type DataOptions struct {
+	Dataset   string `mapstructure:"dataset" json:"dataset" usage:"data set: mnist (embedded), fashion-mnist, cifar10, cifar100, ptb, wikitext2, synthetic, synthetic-text"`
+	DataDir   string `mapstructure:"data-dir" json:"data_dir" usage:"folder holding the data set's files (default for mnist: the copy in the Go module cache)"`
+	Augment   string `mapstructure:"augment" json:"augment" usage:"image augmentation: auto (crop-flip for CIFAR), none, crop-flip"`
+	BatchSize int    `mapstructure:"batch-size" json:"batch_size" usage:"samples per worker per step (streams for the lstm)"`
+	Seed      int64  `mapstructure:"seed" json:"seed" usage:"seed of initialisation, shuffling and augmentation"`
+}
+
+// OptimOptions are the keys of how long and how the model is optimised.
+type OptimOptions struct {
+	// LR, Momentum, WeightDecay and ClipNorm at FamilyDefault (-1) mean "the model
+	// family's default" (resolved by Resolve and written resolved into summary.json); any
+	// other negative value is an error.
+	Epochs       int       `mapstructure:"epochs" json:"epochs" usage:"epochs to train (0: one epoch, or as many as --max-steps needs)"`
+	MaxSteps     int       `mapstructure:"max-steps" json:"max_steps" usage:"stop after this many steps (0: no limit)"`
 	LR           float64   `mapstructure:"lr" json:"lr" usage:"learning rate (-1: 0.1 for CNNs, 0.02 for the mlp, 20 for the lstm)"`
 	Momentum     float64   `mapstructure:"momentum" json:"momentum" usage:"SGD momentum (-1: 0.9 for CNNs, 0 for the lstm)"`
 	Nesterov     bool      `mapstructure:"nesterov" json:"nesterov" usage:"use Nesterov momentum"`
@@ -38,32 +59,25 @@ type Config struct {
 	WarmupEpochs float64   `mapstructure:"warmup-epochs" json:"warmup_epochs" usage:"linear learning-rate warm-up, in epochs"`
 	Milestones   []float64 `mapstructure:"milestones" json:"milestones" usage:"epochs at which the step schedule multiplies the rate by --gamma"`
 	Gamma        float64   `mapstructure:"gamma" json:"gamma" usage:"step-schedule decay factor"`
+}
 
-	EvalEvery   int `mapstructure:"eval-every" json:"eval_every" usage:"evaluate every N steps (0: after every epoch and at the end)"`
-	EvalSamples int `mapstructure:"eval-samples" json:"eval_samples" usage:"evaluate on at most this many test samples, tokens for the lstm (0: all)"`
-	LogEvery    int `mapstructure:"log-every" json:"log_every" usage:"log a line every N steps when the output is not a terminal"`
-
-	// Model shape.
-	Width   float64 `mapstructure:"width" json:"width" usage:"channel width multiplier of ResNet and VGG"`
-	SeqLen  int     `mapstructure:"seq-len" json:"seq_len" usage:"lstm: BPTT length"`
-	Hidden  int     `mapstructure:"hidden" json:"hidden" usage:"lstm: hidden and embedding size"`
-	Layers  int     `mapstructure:"layers" json:"layers" usage:"lstm: layers"`
-	Dropout float64 `mapstructure:"dropout" json:"dropout" usage:"lstm: dropout between layers"`
-	Augment string  `mapstructure:"augment" json:"augment" usage:"image augmentation: auto (crop-flip for CIFAR), none, crop-flip"`
-
-	// The gradient pipeline and its options (package pipelines owns their defaults, help
-	// and validation).
-	pipelines.Settings `mapstructure:",squash"`
-
-	// Transport.
+// DistOptions are the keys of the job's processes and the links between them.
+type DistOptions struct {
+	Workers    int           `mapstructure:"workers" json:"workers" usage:"worker processes"`
 	Backend    string        `mapstructure:"backend" json:"backend" usage:"collectives backend: tcp, inproc, mpi"`
 	Bandwidth  string        `mapstructure:"bandwidth" json:"bandwidth" usage:"emulated link bandwidth, e.g. 1Gbit (empty: unlimited)"`
 	Latency    string        `mapstructure:"latency" json:"latency" usage:"emulated link latency, e.g. 100us"`
 	BindAddr   string        `mapstructure:"bind-addr" json:"bind_addr" usage:"address listening sockets bind to"`
 	Timeout    time.Duration `mapstructure:"timeout" json:"timeout" usage:"a peer silent for this long fails the job"`
 	CheckEvery int           `mapstructure:"check-every" json:"check_every" usage:"compare parameter checksums across ranks every N steps"`
+}
 
-	Out string `mapstructure:"out" json:"out" usage:"output folder"`
+// OutputOptions are the keys of what the run measures and writes, and where.
+type OutputOptions struct {
+	EvalEvery   int    `mapstructure:"eval-every" json:"eval_every" usage:"evaluate every N steps (0: after every epoch and at the end)"`
+	EvalSamples int    `mapstructure:"eval-samples" json:"eval_samples" usage:"evaluate on at most this many test samples, tokens for the lstm (0: all)"`
+	LogEvery    int    `mapstructure:"log-every" json:"log_every" usage:"log a line every N steps when the output is not a terminal"`
+	Out         string `mapstructure:"out" json:"out" usage:"output folder"`
 	// CheckpointEvery writes a checkpoint into Out/checkpoint every so many steps (0: never);
 	// Resume continues the run whose checkpoint is in that folder.
 	CheckpointEvery int    `mapstructure:"checkpoint-every" json:"checkpoint_every" usage:"write a checkpoint into <out>/checkpoint every N steps (0: never)"`
@@ -88,28 +102,13 @@ type Config struct {
 // Defaults returns the configuration a bare `train` runs with.
 func Defaults() Config {
 	return Config{
-		Model:       "resnet20",
-		Dataset:     "mnist",
-		Settings:    pipelines.DefaultSettings(),
-		Workers:     1,
-		BatchSize:   32,
-		Seed:        1,
-		LR:          -1,
-		Momentum:    -1,
-		WeightDecay: -1,
-		ClipNorm:    -1,
-		Schedule:    "cosine",
-		Gamma:       0.1,
-		LogEvery:    50,
-		Width:       1,
-		SeqLen:      35,
-		Hidden:      200,
-		Layers:      2,
-		Augment:     "auto",
-		Backend:     "tcp",
-		BindAddr:    "127.0.0.1",
-		Timeout:     60 * time.Second,
-		CheckEvery:  100,
+		ModelOptions: ModelOptions{Model: "resnet20", Width: 1, SeqLen: 35, Hidden: 200, Layers: 2},
+		DataOptions:  DataOptions{Dataset: "mnist", Augment: "auto", BatchSize: 32, Seed: 1},
+		OptimOptions: OptimOptions{LR: FamilyDefault, Momentum: FamilyDefault, WeightDecay: FamilyDefault, ClipNorm: FamilyDefault,
+			Schedule: "cosine", Gamma: 0.1},
+		Settings:      pipelines.DefaultSettings(),
+		DistOptions:   DistOptions{Workers: 1, Backend: "tcp", BindAddr: "127.0.0.1", Timeout: 60 * time.Second, CheckEvery: 100},
+		OutputOptions: OutputOptions{LogEvery: 50},
 	}
 }
 
