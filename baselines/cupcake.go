@@ -232,18 +232,12 @@ func (p *cupcake) extraState() []byte {
 // adopt then.
 func (p *cupcake) restoreExtra(st pipeline.State) (undo func(), err error) {
 	const what = "Cupcake state"
-	if len(st.Extra) == 0 {
-		if st.Steps == 0 {
-			return func() {}, nil
-		}
-		return nil, fmt.Errorf("%s: the state of step %d holds no search of the partition (saved by another pipeline or build?)", what, st.Steps)
-	}
-	r, err := newStateReader(what, cupcakeStateMagic, st.Extra)
+	r, err := readOwnState(what, cupcakeStateMagic, "search of the partition", st, p.comm.Size(), p.tensors)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.checkSetting(p.comm.Size(), p.tensors); err != nil {
-		return nil, err
+	if r == nil {
+		return func() {}, nil
 	}
 	n := len(p.tensors)
 	trialSteps, groups, done, trialed := r.u32("the trial steps"), r.u32("the groups in use"), r.u32("the end of the search"), r.u32("the current trial's steps")

@@ -223,18 +223,12 @@ func (p *omgs) extraState() []byte {
 // adopt then.
 func (p *omgs) restoreExtra(st pipeline.State) (undo func(), err error) {
 	const what = "OMGS-SGD state"
-	if len(st.Extra) == 0 {
-		if st.Steps == 0 {
-			return func() {}, nil
-		}
-		return nil, fmt.Errorf("%s: the state of step %d holds no warm-up or merge plan (saved by another pipeline or build?)", what, st.Steps)
-	}
-	r, err := newStateReader(what, omgsStateMagic, st.Extra)
+	r, err := readOwnState(what, omgsStateMagic, "warm-up or merge plan", st, p.comm.Size(), p.tensors)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.checkSetting(p.comm.Size(), p.tensors); err != nil {
-		return nil, err
+	if r == nil {
+		return func() {}, nil
 	}
 	n := len(p.tensors)
 	steps, warmed, timed := int(r.u32("the warm-up's length")), int(r.u32("the steps warmed")), int(r.u32("the steps timed"))
@@ -395,6 +389,27 @@ type stateReader struct {
 }
 
 // newStateReader reads the state b, which must start with magic.
+// readOwnState opens a pipeline's own part of st, checked against this run's world size
+// and tensors. A state taken before the first step may lack it: readOwnState then returns
+// no reader and no error, there being nothing to adopt; a later state without it is
+// refused, saying that it holds no lacking.
+func readOwnState(what, magic, lacking string, st pipeline.State, world int, tensors []pipeline.Tensor) (*stateReader, error) {
+	if len(st.Extra) == 0 {
+		if st.Steps == 0 {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s: the state of step %d holds no %s (saved by another pipeline or build?)", what, st.Steps, lacking)
+	}
+	r, err := newStateReader(what, magic, st.Extra)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkSetting(world, tensors); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 func newStateReader(what, magic string, b []byte) (*stateReader, error) {
 	rest, ok := bytes.CutPrefix(b, []byte(magic))
 	if !ok {
