@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,20 +29,58 @@ func TestMain(m *testing.M) {
 }
 
 // command starts this program with args in dir.
-func command(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func command(t *testing.T, dir string, args ...string) (*exec.Cmd, *output) {
 	t.Helper()
+	cmd, out := unstarted(dir, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
+}
+
+// unstarted is command before its start, for a test that hands the process files.
+func unstarted(dir string, args ...string) (*exec.Cmd, *output) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), mainEnv+"=1")
 	// A group of its own, which the test signals whole, as a terminal's Ctrl-C reaches the
 	// command and every process it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	out := new(output)
+	cmd.Stdout, cmd.Stderr = out, out
+	return cmd, out
+}
+
+// output is what a command printed, safe to read while it runs.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// waitFor waits until the command has printed text, and fails the test if it does not
+// within limit or exits first.
+func (o *output) waitFor(t *testing.T, cmd *exec.Cmd, text string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !strings.Contains(o.String(), text) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no %q after %v; output:\n%s", text, limit, o)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return cmd, &out
 }
 
 // exitCodeOf is the exit code of a finished command.
@@ -64,7 +104,7 @@ func TestInterruptStopsCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the command in child processes")
 	}
-	experiment := "name: long\nbase: {model: mlp, dataset: synthetic, max-steps: 1000000, eval-every: 1000000}\nmatrix: {pipeline: [dense]}\n"
+	experiment := "name: long\nbase: {model: mlp, dataset: synthetic, max-steps: 1000000, eval-every: 1000000, log-every: 1}\nmatrix: {pipeline: [dense]}\n"
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -73,12 +113,15 @@ func TestInterruptStopsCommands(t *testing.T) {
 		wrote string
 		// absent is a file it must not leave.
 		absent string
+		// under is what the command prints once it is under way (a step done); empty:
+		// it prints nothing before it ends.
+		under string
 	}{
-		{"train", []string{"train", "--model", "mlp", "--dataset", "synthetic", "--max-steps", "1000000", "--out", "out"}, syscall.SIGINT, "out/summary.json", ""},
-		{"train with workers", []string{"train", "--model", "mlp", "--dataset", "synthetic", "--workers", "2", "--max-steps", "1000000", "--out", "out"}, syscall.SIGINT, "out/summary.json", ""},
-		{"run", []string{"run", "long.yaml", "--results", "results"}, syscall.SIGINT, "results/long/pipeline-dense/summary.json", ""},
-		{"run, terminated", []string{"run", "long.yaml", "--results", "results"}, syscall.SIGTERM, "results/long/pipeline-dense/summary.json", ""},
-		{"simulate", []string{"simulate", "--validate=false", "--profile", "resnet50", "--pipelines", "pertensor", "--workers", "256", "--bandwidth", "10Gbit", "--steps", "100000", "--out", "sim"}, syscall.SIGINT, "", "sim/report.md"},
+		{"train", []string{"train", "--model", "mlp", "--dataset", "synthetic", "--max-steps", "1000000", "--log-every", "1", "--out", "out"}, syscall.SIGINT, "out/summary.json", "", "step 1/"},
+		{"train with workers", []string{"train", "--model", "mlp", "--dataset", "synthetic", "--workers", "2", "--max-steps", "1000000", "--log-every", "1", "--out", "out"}, syscall.SIGINT, "out/summary.json", "", "step 1/"},
+		{"run", []string{"run", "long.yaml", "--results", "results"}, syscall.SIGINT, "results/long/pipeline-dense/summary.json", "", "step 1/"},
+		{"run, terminated", []string{"run", "long.yaml", "--results", "results"}, syscall.SIGTERM, "results/long/pipeline-dense/summary.json", "", "step 1/"},
+		{"simulate", []string{"simulate", "--validate=false", "--profile", "resnet50", "--pipelines", "pertensor", "--workers", "256", "--bandwidth", "10Gbit", "--steps", "100000", "--out", "sim"}, syscall.SIGINT, "", "sim/report.md", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -86,7 +129,11 @@ func TestInterruptStopsCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd, out := command(t, dir, tc.args...)
-			time.Sleep(3 * time.Second) // under way
+			if tc.under != "" {
+				out.waitFor(t, cmd, tc.under, time.Minute)
+			} else {
+				time.Sleep(3 * time.Second) // under way
+			}
 			sent := time.Now()
 			pid := cmd.Process.Pid
 			if tc.signal == syscall.SIGINT {

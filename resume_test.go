@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -17,7 +17,7 @@ func runInterrupted(t *testing.T, cfg trainer.Config, stop int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	comms := dist.NewInProc(cfg.Workers)
+	comms := inproc.New(cfg.Workers)
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
 	for rank, comm := range comms {

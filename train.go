@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/tcp"
 	"github.com/ssfusion/ssfusion/internal/keys"
 	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/trainer"
@@ -146,8 +146,8 @@ func (p placement) check() error {
 		return fmt.Errorf("--nnodes %d needs --master-addr, the host of node 0", p.nodes)
 	case p.masterPort < 1 || p.masterPort > 65535:
 		return fmt.Errorf("--master-port %d: want a port from 1 to 65535", p.masterPort)
-	case os.Getenv(dist.EnvJobToken) == "":
-		return fmt.Errorf("--nnodes %d needs the same secret in %s on every node, which admits the workers to the job", p.nodes, dist.EnvJobToken)
+	case os.Getenv(tcp.EnvJobToken) == "":
+		return fmt.Errorf("--nnodes %d needs the same secret in %s on every node, which admits the workers to the job", p.nodes, tcp.EnvJobToken)
 	}
 	return nil
 }

@@ -12,6 +12,10 @@ import (
 	"sync"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
+	"github.com/ssfusion/ssfusion/dist/launch"
+	"github.com/ssfusion/ssfusion/dist/mpi"
+	"github.com/ssfusion/ssfusion/dist/tcp"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -39,11 +43,11 @@ func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 	if cfg.Backend == "mpi" {
 		return runMPIWorker(ctx, cfg)
 	}
-	env, err := dist.ConfigFromEnv()
+	env, err := tcp.ConfigFromEnv()
 	switch {
 	case err == nil:
 		return runWorker(ctx, cfg, env)
-	case !errors.Is(err, dist.ErrNoEnv):
+	case !errors.Is(err, tcp.ErrNoEnv):
 		return err
 	case cfg.Workers > 1 && cfg.Backend == "inproc":
 		return runInProc(ctx, cfg)
@@ -51,20 +55,26 @@ func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 		if err := beforeLaunch(cfg, cfg.Workers*nodes.nodes); err != nil {
 			return err
 		}
-		launch := dist.LaunchConfig{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil)}
+		// A launcher of node 0 may be handed the rendezvous listener, as it hands it to
+		// rank 0, so that the port stays taken from its choice to the rendezvous.
+		master, err := tcp.ListenerFromEnv()
+		if err != nil {
+			return err
+		}
+		job := launch.Config{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil), MasterListener: master}
 		if nodes.nodes > 1 {
-			launch.Nodes, launch.NodeRank = nodes.nodes, nodes.nodeRank
-			launch.MasterAddr = net.JoinHostPort(nodes.masterAddr, strconv.Itoa(nodes.masterPort))
-			launch.Token = os.Getenv(dist.EnvJobToken)
+			job.Nodes, job.NodeRank = nodes.nodes, nodes.nodeRank
+			job.MasterAddr = net.JoinHostPort(nodes.masterAddr, strconv.Itoa(nodes.masterPort))
+			job.Token = os.Getenv(tcp.EnvJobToken)
 		}
 		if tty := progressTerminal(); tty != nil {
 			// Rank 0 draws its progress bar on this terminal (or the one `run` handed this
 			// launcher), which its prefixed lines would break; it finds it at file
 			// descriptor 3.
-			launch.RankZeroFiles = []*os.File{tty}
-			launch.Env = append(launch.Env, progressFDEnv+"=3")
+			job.RankZeroFiles = []*os.File{tty}
+			job.Env = append(job.Env, progressFDEnv+"=3")
 		}
-		return dist.Launch(ctx, launch)
+		return launch.Run(ctx, job)
 	}
 	_, err = trainer.Run(ctx, cfg, options(nil, true))
 	return err
@@ -100,7 +110,7 @@ func options(comm dist.Communicator, logs bool) trainer.Options {
 
 // runWorker is one rank of a TCP job: the launcher or a user on each machine started it with
 // its rank in the environment.
-func runWorker(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) error {
+func runWorker(ctx context.Context, cfg trainer.Config, env tcp.Config) error {
 	if cfg.Backend == "inproc" {
 		return errors.New("--backend inproc runs all ranks in one process: use it with --workers, not as a worker")
 	}
@@ -109,7 +119,7 @@ func runWorker(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) erro
 		return err
 	}
 	env.BindAddr, env.Timeout, env.Bandwidth, env.Latency = cfg.BindAddr, cfg.Timeout, c.BitsPerSecond, c.Latency
-	comm, err := dist.DialTCP(ctx, env)
+	comm, err := tcp.Dial(ctx, env)
 	if err != nil {
 		return fmt.Errorf("rank %d joining the job: %w", env.Rank, err)
 	}
@@ -118,13 +128,13 @@ func runWorker(ctx context.Context, cfg trainer.Config, env dist.TCPConfig) erro
 
 // runMPIWorker is one rank of a job that mpirun started.
 func runMPIWorker(ctx context.Context, cfg trainer.Config) error {
-	if _, underMPI := os.LookupEnv(dist.EnvOMPISize); !underMPI && cfg.Workers > 1 {
+	if _, underMPI := os.LookupEnv(tcp.EnvOMPISize); !underMPI && cfg.Workers > 1 {
 		return fmt.Errorf("--backend mpi: start the %d workers with mpirun -np %d, from a binary built with -tags mpi", cfg.Workers, cfg.Workers)
 	}
 	if cfg.Bandwidth != "" || cfg.Latency != "" {
 		return errors.New("--bandwidth and --latency emulate links inside the tcp and inproc backends, not under MPI")
 	}
-	comm, err := dist.NewMPI()
+	comm, err := mpi.New()
 	if err != nil {
 		return err
 	}
@@ -180,7 +190,7 @@ func runInProc(ctx context.Context, cfg trainer.Config) error {
 	if c.Shaped() {
 		opts = append(opts, dist.WithBandwidth(c.BitsPerSecond))
 	}
-	comms := dist.NewInProc(cfg.Workers, opts...)
+	comms := inproc.New(cfg.Workers, opts...)
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
 	for rank, comm := range comms {

@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/creack/pty"
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/tcp"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/trainer"
@@ -250,26 +250,36 @@ func TestProgressTerminalNeedsATerminal(t *testing.T) {
 // Two launchers, as on two machines (torchrun's --nnodes 2 and --node-rank), start 2
 // workers each on loopback; together they train one 4-rank job whose ranks agree.
 func TestTwoNodesFormOneJob(t *testing.T) {
-	// The port must reach both launchers on their command lines, and rank 0, a worker of
-	// node 0's launcher, binds it itself: the socket cannot be handed over from here. So
-	// the test holds the port until the last moment, right before the launchers start; it
-	// cannot hold it longer, since node 1's workers would then connect to a listener that
-	// nobody accepts on and lose the connection when it closes.
+	// The port must reach both launchers on their command lines. The test holds it from
+	// its choice on and hands the listener to node 0's launcher, which hands it to rank 0,
+	// so that no other process can take the port before the rendezvous.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer ln.Close()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	t.Setenv(dist.EnvJobToken, dist.NewJobToken())
+	t.Setenv(tcp.EnvJobToken, tcp.NewJobToken())
 	dir := t.TempDir()
 	outs := []string{filepath.Join(dir, "node0"), filepath.Join(dir, "node1")}
 	var cmds []*exec.Cmd
-	var logs []*bytes.Buffer
-	ln.Close()
+	var logs []*output
 	for node := range 2 {
-		cmd, out := command(t, dir, "train", "--model", "mlp", "--dataset", "synthetic", "--workers", "2", "--max-steps", "6",
+		cmd, out := unstarted(dir, "train", "--model", "mlp", "--dataset", "synthetic", "--workers", "2", "--max-steps", "6",
 			"--eval-samples", "64", "--check-every", "3", "--nnodes", "2", "--node-rank", strconv.Itoa(node),
 			"--master-addr", "127.0.0.1", "--master-port", port, "--out", outs[node])
+		var handed *os.File
+		if node == 0 {
+			if handed, err = tcp.InheritListener(cmd, ln); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if handed != nil {
+			handed.Close()
+		}
 		cmds, logs = append(cmds, cmd), append(logs, out)
 	}
 	for node, cmd := range cmds {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
@@ -81,10 +82,10 @@ func TestCupcakeSearchesTheNumberOfGroups(t *testing.T) {
 
 func TestNewCupcakeRefusesBadSettings(t *testing.T) {
 	tensors := psgdTensors(psgdShapes)
-	if _, err := NewCupcake(dist.NewInProc(1)[0], tensors, compress.Config{Density: 0.1, Selector: "topk"}, -1); err == nil || !strings.Contains(err.Error(), "trial steps") {
+	if _, err := NewCupcake(inproc.New(1)[0], tensors, compress.Config{Density: 0.1, Selector: "topk"}, -1); err == nil || !strings.Contains(err.Error(), "trial steps") {
 		t.Errorf("negative trial steps: %v", err)
 	}
-	if _, err := NewCupcake(dist.NewInProc(1)[0], tensors, compress.Config{Density: 0, Selector: "topk"}, 0); err == nil || !strings.Contains(err.Error(), "density") {
+	if _, err := NewCupcake(inproc.New(1)[0], tensors, compress.Config{Density: 0, Selector: "topk"}, 0); err == nil || !strings.Contains(err.Error(), "density") {
 		t.Errorf("zero density: %v", err)
 	}
 }

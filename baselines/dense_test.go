@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -48,7 +49,7 @@ func TestDenseAveragesAcrossRanks(t *testing.T) {
 		{"four ranks buffer per tensor", 4, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			comms := dist.NewInProc(tc.ranks)
+			comms := inproc.New(tc.ranks)
 			results := make([][][][]float32, tc.ranks) // rank, step, tensor
 			var wg sync.WaitGroup
 			errs := make([]error, tc.ranks)
@@ -120,7 +121,7 @@ func runDense(comm dist.Communicator, sizes, order []int, threshold, steps int, 
 
 func TestDenseStartsAllreduceDuringBackward(t *testing.T) {
 	sizes := []int{100, 100, 100}
-	comms := dist.NewInProc(2)
+	comms := inproc.New(2)
 	var wg sync.WaitGroup
 	issuedBeforeLastPush := make([]int, 2)
 	for r := range 2 {
@@ -164,7 +165,7 @@ func TestDenseStartsAllreduceDuringBackward(t *testing.T) {
 }
 
 func TestDenseRejectsBadPushes(t *testing.T) {
-	comms := dist.NewInProc(1)
+	comms := inproc.New(1)
 	defer comms[0].Close()
 	d, err := NewDense(comms[0], newTensors([]int{2, 3}), 1024)
 	if err != nil {
@@ -230,7 +231,7 @@ func TestDenseRestoreRefusesOtherModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	p, err := NewDense(comm, pipelinetest.Tensors([]int{5, 1}), 4*100)
 	if err != nil {

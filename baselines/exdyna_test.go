@@ -14,6 +14,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
@@ -499,7 +500,7 @@ func TestExDynaResume(t *testing.T) {
 // TestExDynaState: the state carries tau and the partitions; a state that does not fit is
 // refused and changes nothing.
 func TestExDynaState(t *testing.T) {
-	comms := dist.NewInProc(2)
+	comms := inproc.New(2)
 	defer comms[0].Close()
 	defer comms[1].Close()
 	tensors := pipelinetest.Tensors([]int{5000, 100})
@@ -551,7 +552,7 @@ func TestExDynaState(t *testing.T) {
 }
 
 func TestExDynaConfigErrors(t *testing.T) {
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	tensors := pipelinetest.Tensors([]int{10})
 	for _, cfg := range []compress.Config{
@@ -602,7 +603,7 @@ func TestExDynaRejectsNonFinite(t *testing.T) {
 // TestExDynaRefusesBadMessages: every malformed allgather message is refused with an error
 // naming what is wrong, never a panic.
 func TestExDynaRefusesBadMessages(t *testing.T) {
-	comms := dist.NewInProc(2)
+	comms := inproc.New(2)
 	defer comms[0].Close()
 	defer comms[1].Close()
 	tensors := pipelinetest.Tensors([]int{5000, 100})

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ssfusion/ssfusion/compress"
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
 
@@ -68,7 +68,7 @@ func TestFlatPipelinesRejectNonFinite(t *testing.T) {
 // outside its sender's part or out of order, or a non-finite value is refused, naming the
 // sender.
 func TestAppendPartsRefusesBadPairs(t *testing.T) {
-	x, err := NewOkTopk(dist.NewInProc(1)[0], pipelinetest.Tensors([]int{10}), compress.Config{Density: 0.1})
+	x, err := NewOkTopk(inproc.New(1)[0], pipelinetest.Tensors([]int{10}), compress.Config{Density: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
@@ -171,7 +172,7 @@ func TestOkTopkResume(t *testing.T) {
 // refused, naming what differs, and leaves the pipeline as it was.
 func TestOkTopkRefusesForeignState(t *testing.T) {
 	newOn := func(world int, sizes []int) *OkTopk {
-		x, err := NewOkTopk(dist.NewInProc(world)[0], pipelinetest.Tensors(sizes), compress.Config{Density: 0.1})
+		x, err := NewOkTopk(inproc.New(world)[0], pipelinetest.Tensors(sizes), compress.Config{Density: 0.1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -113,7 +114,7 @@ func TestNewOMGSRefusesBadSettings(t *testing.T) {
 		{"bad density", compress.Config{Density: 2, Selector: "topk"}, netmodel.Network{}, 3e-9, 0, "density"},
 		{"bad network", good, flatLink(-1, 1), 3e-9, 0, "Alpha"},
 	} {
-		if _, err := NewOMGS(dist.NewInProc(1)[0], tensors, 64, tc.cfg, tc.net, tc.perElem, tc.warmup); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := NewOMGS(inproc.New(1)[0], tensors, 64, tc.cfg, tc.net, tc.perElem, tc.warmup); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
 	}
@@ -221,7 +222,7 @@ type restoreCase struct {
 func checkRestoreRefusals(t *testing.T, saved pipeline.State, sizes []int, newPipe pipelinetest.Factory, cases []restoreCase) {
 	t.Helper()
 	build := func(world int, sizes []int) pipeline.Stateful {
-		comms := dist.NewInProc(world)
+		comms := inproc.New(world)
 		t.Cleanup(func() {
 			for _, c := range comms {
 				c.Close()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
@@ -302,7 +303,7 @@ func TestPowerSGDRefusesBadStateAndConfig(t *testing.T) {
 		st := good
 		st.Extra = tc.extra
 		tensors := psgdTensors(psgdShapes)
-		p, err := NewPowerSGD(dist.NewInProc(1)[0], tensors, 256, PowerSGDConfig{Rank: 2})
+		p, err := NewPowerSGD(inproc.New(1)[0], tensors, 256, PowerSGDConfig{Rank: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +321,7 @@ func TestPowerSGDRefusesBadStateAndConfig(t *testing.T) {
 		{"negative warm-up", psgdTensors(psgdShapes), PowerSGDConfig{Rank: 1, WarmupSteps: -1}, "warm-up"},
 		{"no shapes", []pipeline.Tensor{{ID: 0, Name: "w", Dims: 2, Grad: make([]float32, 6)}}, PowerSGDConfig{Rank: 1}, "no known shape"},
 	} {
-		if _, err := NewPowerSGD(dist.NewInProc(1)[0], tc.tensors, 256, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := NewPowerSGD(inproc.New(1)[0], tc.tensors, 256, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
 	}
@@ -341,7 +342,7 @@ func TestPowerSGDWarmStartConverges(t *testing.T) {
 // A peer that leaves between steps makes the next step fail on the others, not hang: the
 // failed allreduce of P must stop the step, since the allreduce of Q waits for it.
 func TestPowerSGDStepFailsWhenAPeerLeaves(t *testing.T) {
-	comms := dist.NewInProc(2)
+	comms := inproc.New(2)
 	grads := normalGrads(psgdShapes)
 	pipes := make([]pipeline.Pipeline, 2)
 	tensors := make([][]pipeline.Tensor, 2)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -588,7 +589,7 @@ func TestSAFusionResume(t *testing.T) {
 }
 
 func TestSAFusionArgumentErrors(t *testing.T) {
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	tensors := pipelinetest.Tensors([]int{10})
 	good := compress.Config{Density: 0.1, Selector: "topk"}

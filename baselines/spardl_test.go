@@ -7,6 +7,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
 )
@@ -189,7 +190,7 @@ func TestSparDLResume(t *testing.T) {
 			t.Errorf("%+v: %v", cfg, err)
 		}
 	}
-	x, err := NewSparDL(dist.NewInProc(1)[0], pipelinetest.Tensors(sizes), compress.Config{Density: 0.1})
+	x, err := NewSparDL(inproc.New(1)[0], pipelinetest.Tensors(sizes), compress.Config{Density: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}

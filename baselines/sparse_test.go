@@ -8,6 +8,7 @@ import (
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -213,7 +214,7 @@ func TestSparseRanksAgree(t *testing.T) {
 }
 
 func TestSparseConfigErrors(t *testing.T) {
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	tensors := pipelinetest.Tensors([]int{10})
 	for _, cfg := range []compress.Config{

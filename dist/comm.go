@@ -186,36 +186,3 @@ func (o OpStats) sub(p OpStats) OpStats {
 		BytesRecv: o.BytesRecv - p.BytesRecv,
 	}
 }
-
-// handle implements Handle and GatherHandle.
-type handle struct {
-	done chan struct{}
-	out  [][]byte
-	err  error
-}
-
-func newHandle() *handle { return &handle{done: make(chan struct{})} }
-
-func failedHandle(err error) *handle {
-	h := newHandle()
-	h.finish(nil, err)
-	return h
-}
-
-func (h *handle) finish(out [][]byte, err error) {
-	h.out, h.err = out, err
-	close(h.done)
-}
-
-func (h *handle) Wait() error {
-	<-h.done
-	return h.err
-}
-
-// gatherHandle adapts handle to GatherHandle, whose Wait has another signature.
-type gatherHandle struct{ *handle }
-
-func (g gatherHandle) Wait() ([][]byte, error) {
-	<-g.done
-	return g.out, g.err
-}

@@ -21,17 +21,17 @@ type Gatherer struct {
 // NewGatherer returns a Gatherer for the collectives of c.
 func NewGatherer(c Communicator) *Gatherer { return &Gatherer{c: c} }
 
-// gatherInto is implemented by communicators that can gather into a caller's buffer.
-// allGatherVInto returns the blocks, laid out in rank order in buf when it is large
-// enough (else in a buffer it allocates), and the buffer it used; blocks is reused when
-// its capacity suffices.
-type gatherInto interface {
-	allGatherVInto(send, buf []byte, blocks [][]byte) ([][]byte, []byte, error)
+// GatherInto is implemented by communicators that can gather into a caller's buffer, as
+// the shared memory transport's can. AllGatherVInto returns the blocks, laid out in rank
+// order in buf when it is large enough (else in a buffer it allocates), and the buffer it
+// used; blocks is reused when its capacity suffices. A Gatherer uses it where it exists.
+type GatherInto interface {
+	AllGatherVInto(send, buf []byte, blocks [][]byte) ([][]byte, []byte, error)
 }
 
 // AllGatherV is Communicator.AllGatherV, with the blocks in the Gatherer's buffer.
 func (g *Gatherer) AllGatherV(send []byte) ([][]byte, error) {
-	gi, ok := g.c.(gatherInto)
+	gi, ok := g.c.(GatherInto)
 	if !ok {
 		return g.c.AllGatherV(send)
 	}
@@ -39,7 +39,7 @@ func (g *Gatherer) AllGatherV(send []byte) ([][]byte, error) {
 	if overlaps(send, buf) {
 		buf = nil // send is (part of) a block of the last call: gather elsewhere
 	}
-	blocks, buf, err := gi.allGatherVInto(send, buf, g.blocks)
+	blocks, buf, err := gi.AllGatherVInto(send, buf, g.blocks)
 	if err != nil {
 		return nil, err
 	}

@@ -18,126 +18,135 @@ const (
 	// peer can make this rank allocate.
 	DefaultMaxMessage = 1 << 30
 
-	// maxFrame bounds the payload of one frame; algorithms cut larger messages into
-	// segments.
-	maxFrame = 16 << 20
+	// MaxSegmentSize bounds the payload of one frame; the transports cut larger messages
+	// into segments of at most this size.
+	MaxSegmentSize = 16 << 20
+
 	// defaultSegment is the frame payload of pipelined algorithms on unshaped links:
 	// large enough that per-frame costs vanish at memory speed.
 	defaultSegment = 1 << 20
 	// defaultSmall is the size up to which AllReduce and Broadcast use their
 	// latency-optimal algorithms (recursive doubling, binomial tree).
 	defaultSmall = 64 << 10
-	// closeLinger bounds how long Close waits for peers to acknowledge its goodbye.
-	closeLinger = 2 * time.Second
-	// abortGrace bounds how long a failing rank tries to tell a peer why.
-	abortGrace = 500 * time.Millisecond
 )
 
 // Option tunes a communicator. Options that change the algorithms (segment size, small
 // threshold) must be the same on every rank; a difference is detected and fails the job.
-type Option func(*options)
+type Option func(*Options)
 
-type options struct {
-	timeout    time.Duration // 0: default; < 0: no timeout
-	bandwidth  float64       // bits per second per link direction; 0: unshaped
-	latency    time.Duration
-	logger     *slog.Logger
-	maxMessage int64
-	segment    int
-	small      int // 0: default; < 0: never
-	noShm      bool
-	fault      faultHook // tests only (withFaultHook); nil: no fault points
+// Options are the settings of a communicator that the With functions set. A transport
+// turns its options into Options with NewOptions, which fills in the defaults.
+type Options struct {
+	Timeout        time.Duration // 0: DefaultTimeout; < 0: no timeout
+	Bandwidth      float64       // bits per second per link direction; 0: unshaped
+	Latency        time.Duration // added once to every frame's delivery
+	Logger         *slog.Logger
+	MaxMessage     int64 // bytes of one rank's AllGatherV contribution
+	SegmentSize    int   // frame payload of pipelined algorithms
+	SmallThreshold int   // bytes up to which latency-optimal algorithms run; < 0: never
+	NoSharedMemory bool  // keep a job of one machine on TCP
+	FaultHook      FaultHook
+}
+
+// NewOptions applies opts, in order, to base, checks the result and fills in the
+// defaults.
+func NewOptions(base Options, opts ...Option) (Options, error) {
+	o := base
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o, o.resolve()
 }
 
 // WithTimeout sets how long a collective may wait on a peer that sends nothing before the
 // peer is declared failed (see the package documentation). 0 keeps DefaultTimeout; a
 // negative value disables timeouts and heartbeats.
-func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+func WithTimeout(d time.Duration) Option { return func(o *Options) { o.Timeout = d } }
 
 // WithBandwidth shapes every link, in each direction, to bitsPerSecond (see
 // ParseBandwidth); 0 leaves links unshaped.
 func WithBandwidth(bitsPerSecond float64) Option {
-	return func(o *options) { o.bandwidth = bitsPerSecond }
+	return func(o *Options) { o.Bandwidth = bitsPerSecond }
 }
 
 // WithLatency delays the delivery of every frame by d, once per frame.
-func WithLatency(d time.Duration) Option { return func(o *options) { o.latency = d } }
+func WithLatency(d time.Duration) Option { return func(o *Options) { o.Latency = d } }
 
 // WithLogger sets where the communicator reports rejected connections and failures
 // (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *Options) { o.Logger = l } }
 
 // WithMaxMessage bounds one rank's contribution to an AllGatherV, in bytes
 // (default DefaultMaxMessage).
-func WithMaxMessage(bytes int64) Option { return func(o *options) { o.maxMessage = bytes } }
+func WithMaxMessage(bytes int64) Option { return func(o *Options) { o.MaxMessage = bytes } }
 
 // WithSegmentSize sets the frame payload of pipelined algorithms, in bytes. The default
 // is 1 MiB on unshaped links and about 2 ms of transmission on shaped ones, so that
 // concurrent collectives interleave finely.
-func WithSegmentSize(bytes int) Option { return func(o *options) { o.segment = bytes } }
+func WithSegmentSize(bytes int) Option { return func(o *Options) { o.SegmentSize = bytes } }
 
 // WithSmallThreshold sets the size, in bytes, up to which AllReduce uses recursive
 // doubling and Broadcast a binomial tree instead of the bandwidth-optimal ring and chain.
 // 0 keeps the default (64 KiB); a negative value always uses the ring and chain. The
 // threshold is capped at the segment size.
-func WithSmallThreshold(bytes int) Option { return func(o *options) { o.small = bytes } }
+func WithSmallThreshold(bytes int) Option { return func(o *Options) { o.SmallThreshold = bytes } }
 
 // WithSharedMemory(false) keeps a TCP job on TCP even when all its ranks share a
 // machine (see the package documentation); so does SSF_SHM=off in the environment. The
 // default is on.
-func WithSharedMemory(on bool) Option { return func(o *options) { o.noShm = !on } }
+func WithSharedMemory(on bool) Option { return func(o *Options) { o.NoSharedMemory = !on } }
 
 // resolve checks the options and fills in the defaults.
-func (o *options) resolve() error {
+func (o *Options) resolve() error {
 	switch {
-	case o.timeout == 0:
-		o.timeout = DefaultTimeout
-	case o.timeout < 0:
-		o.timeout = -1
+	case o.Timeout == 0:
+		o.Timeout = DefaultTimeout
+	case o.Timeout < 0:
+		o.Timeout = -1
 	}
-	if math.IsNaN(o.bandwidth) || math.IsInf(o.bandwidth, 0) || o.bandwidth < 0 {
-		return fmt.Errorf("dist: bandwidth %v bit/s: want a finite value >= 0 (0: unshaped)", o.bandwidth)
+	if math.IsNaN(o.Bandwidth) || math.IsInf(o.Bandwidth, 0) || o.Bandwidth < 0 {
+		return fmt.Errorf("dist: bandwidth %v bit/s: want a finite value >= 0 (0: unshaped)", o.Bandwidth)
 	}
-	if o.bandwidth > 0 && o.bandwidth < 1000 {
-		return fmt.Errorf("dist: bandwidth %v bit/s is below 1 kbit/s; did you mean %vMbit?", o.bandwidth, o.bandwidth)
+	if o.Bandwidth > 0 && o.Bandwidth < 1000 {
+		return fmt.Errorf("dist: bandwidth %v bit/s is below 1 kbit/s; did you mean %vMbit?", o.Bandwidth, o.Bandwidth)
 	}
-	if o.latency < 0 {
-		return fmt.Errorf("dist: negative latency %v", o.latency)
+	if o.Latency < 0 {
+		return fmt.Errorf("dist: negative latency %v", o.Latency)
 	}
-	if o.logger == nil {
-		o.logger = slog.Default()
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
-	if o.maxMessage == 0 {
-		o.maxMessage = DefaultMaxMessage
+	if o.MaxMessage == 0 {
+		o.MaxMessage = DefaultMaxMessage
 	}
-	if o.maxMessage < 0 {
-		return fmt.Errorf("dist: negative message limit %d", o.maxMessage)
+	if o.MaxMessage < 0 {
+		return fmt.Errorf("dist: negative message limit %d", o.MaxMessage)
 	}
-	if o.segment == 0 {
-		o.segment = segmentFor(o.bandwidth)
+	if o.SegmentSize == 0 {
+		o.SegmentSize = segmentFor(o.Bandwidth)
 	}
-	if o.segment < 64 || o.segment > maxFrame {
-		return fmt.Errorf("dist: segment size %d outside [64, %d]", o.segment, maxFrame)
+	if o.SegmentSize < 64 || o.SegmentSize > MaxSegmentSize {
+		return fmt.Errorf("dist: segment size %d outside [64, %d]", o.SegmentSize, MaxSegmentSize)
 	}
-	o.segment &^= 63 // whole float32s, and aligned slices
+	o.SegmentSize &^= 63 // whole float32s, and aligned slices
 	switch {
-	case o.small == 0:
-		o.small = defaultSmall
-	case o.small < 0:
-		o.small = -1
+	case o.SmallThreshold == 0:
+		o.SmallThreshold = defaultSmall
+	case o.SmallThreshold < 0:
+		o.SmallThreshold = -1
 	}
-	if o.small > o.segment {
-		o.small = o.segment
+	if o.SmallThreshold > o.SegmentSize {
+		o.SmallThreshold = o.SegmentSize
 	}
 	return nil
 }
 
-// heartbeatEvery is the idle time after which a link sends a heartbeat; 0 disables them.
-func (o *options) heartbeatEvery() time.Duration {
-	if o.timeout <= 0 {
+// HeartbeatEvery is the idle time after which a link sends a heartbeat; 0 disables them.
+func (o *Options) HeartbeatEvery() time.Duration {
+	if o.Timeout <= 0 {
 		return 0
 	}
-	return o.timeout / 4
+	return o.Timeout / 4
 }
 
 // segmentFor is the default segment size on links shaped to bitsPerSecond (0: unshaped):

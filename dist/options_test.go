@@ -12,13 +12,12 @@ func TestSmallThresholdFollowsTheTransport(t *testing.T) {
 		if got := SmallThreshold(tc.bps); got != tc.want {
 			t.Errorf("SmallThreshold(%g) = %d, want %d", tc.bps, got, tc.want)
 		}
-		var o options
-		o.bandwidth = tc.bps
-		if err := o.resolve(); err != nil {
+		o, err := NewOptions(Options{}, WithBandwidth(tc.bps))
+		if err != nil {
 			t.Fatal(err)
 		}
-		if o.small != tc.want {
-			t.Errorf("at %g bit/s the transport resolves its threshold to %d, SmallThreshold says %d", tc.bps, o.small, tc.want)
+		if o.SmallThreshold != tc.want {
+			t.Errorf("at %g bit/s the transport resolves its threshold to %d, SmallThreshold says %d", tc.bps, o.SmallThreshold, tc.want)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package dist
 import (
 	"fmt"
 	"sync"
+
+	"github.com/ssfusion/ssfusion/dist/internal/wire"
 )
 
 // Typed helpers over any Communicator. Elements travel little-endian; on a little-endian
@@ -22,13 +24,13 @@ func AllGatherInt32(c Communicator, send []int32) ([][]int32, error) {
 // AllGatherFloat32Async starts an AllGatherFloat32; send must not be modified until Wait
 // returns.
 func AllGatherFloat32Async(c Communicator, send []float32) *TypedGatherHandle[float32] {
-	return &TypedGatherHandle[float32]{h: c.AllGatherVAsync(f32Bytes(send, nativeLE)), decode: bytesF32}
+	return &TypedGatherHandle[float32]{h: c.AllGatherVAsync(wire.F32Bytes(send, wire.NativeLE)), decode: wire.BytesF32}
 }
 
 // AllGatherInt32Async starts an AllGatherInt32; send must not be modified until Wait
 // returns.
 func AllGatherInt32Async(c Communicator, send []int32) *TypedGatherHandle[int32] {
-	return &TypedGatherHandle[int32]{h: c.AllGatherVAsync(i32Bytes(send, nativeLE)), decode: bytesI32}
+	return &TypedGatherHandle[int32]{h: c.AllGatherVAsync(wire.I32Bytes(send, wire.NativeLE)), decode: wire.BytesI32}
 }
 
 // TypedGatherHandle is the completion of a typed asynchronous allgather.
@@ -49,7 +51,7 @@ func (t *TypedGatherHandle[T]) Wait() ([][]T, error) {
 		if len(p)%4 != 0 {
 			return nil, fmt.Errorf("dist: rank %d sent %d bytes to a 4-byte typed allgather", r, len(p))
 		}
-		out[r] = t.decode(p, nativeLE)
+		out[r] = t.decode(p, wire.NativeLE)
 		if out[r] == nil {
 			out[r] = []T{}
 		}
@@ -65,16 +67,16 @@ func BroadcastFloat32(c Communicator, buf []float32, root int) error {
 // BroadcastFloat32Async starts a BroadcastFloat32; buf must not be touched until Wait
 // returns.
 func BroadcastFloat32Async(c Communicator, buf []float32, root int) Handle {
-	if nativeLE {
-		return c.BroadcastAsync(f32Bytes(buf, true), root)
+	if wire.NativeLE {
+		return c.BroadcastAsync(wire.F32Bytes(buf, true), root)
 	}
-	wire := f32Bytes(buf, false) // an encoded copy
-	h := c.BroadcastAsync(wire, root)
+	encoded := wire.F32Bytes(buf, false) // a copy in wire order
+	h := c.BroadcastAsync(encoded, root)
 	return handleFunc(sync.OnceValue(func() error {
 		if err := h.Wait(); err != nil {
 			return err
 		}
-		copy(buf, bytesF32(wire, false))
+		copy(buf, wire.BytesF32(encoded, false))
 		return nil
 	}))
 }

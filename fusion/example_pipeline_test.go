@@ -10,6 +10,7 @@ import (
 	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -105,7 +106,7 @@ func TestExamplePipelineTrains(t *testing.T) {
 	cfg.Model, cfg.Dataset, cfg.Workers, cfg.MaxSteps = "mlp", "synthetic", 2, 40
 	cfg.Pipeline, cfg.Density, cfg.LR, cfg.Momentum, cfg.EvalSamples, cfg.LogEvery = "randomk-per-tensor", 0.25, 0.1, 0, 256, 0
 	cfg.Out = t.TempDir()
-	comms := dist.NewInProc(cfg.Workers)
+	comms := inproc.New(cfg.Workers)
 	sums := make([]*trainer.Summary, len(comms))
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -19,7 +19,7 @@ func (failingStage) Close() error                                 { return nil }
 
 // A stage that cannot plan fails the first Wait and every later call, without panicking.
 func TestFusionStageCannotPlan(t *testing.T) {
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	tensors := []pipeline.Tensor{{ID: 0, Name: "w", Grad: make([]float32, 4)}}
 	boom := errors.New("no memory for residuals")
@@ -42,7 +42,7 @@ func TestFusionStageCannotPlan(t *testing.T) {
 }
 
 func TestStepperRejectsIDsThatAreNotPositions(t *testing.T) {
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	if _, err := NewStepper(comm, []pipeline.Tensor{{ID: 1, Name: "w"}}, 1024); err == nil {
 		t.Fatal("tensor with id 1 at position 0 accepted")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -154,7 +155,7 @@ func TestReplan(t *testing.T) {
 func TestReplanRejectsBadPlans(t *testing.T) {
 	sizes := []int{10, 20, 30}
 	tensors := pipelinetest.Tensors(sizes)
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	s := &replanStage{comm: comm, tensors: tensors, failAt: -1}
 	f, err := fusion.New(comm, tensors, 1<<20, s, false)
@@ -208,7 +209,7 @@ func TestReplanRejectsBadPlans(t *testing.T) {
 func TestReplanDroppedWhenStepFails(t *testing.T) {
 	sizes := []int{10, 20}
 	tensors := pipelinetest.Tensors(sizes)
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	s := &replanStage{comm: comm, tensors: tensors, failAt: 1}
 	s.next = func(step int, order []int) []fusion.Bucket {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipelines"
 )
@@ -51,7 +52,7 @@ func ExampleRegister() {
 
 	settings := pipelines.DefaultSettings()
 	settings.Pipeline = "average"
-	comms := dist.NewInProc(2)
+	comms := inproc.New(2)
 	results := make([][]float32, 2)
 	var wg sync.WaitGroup
 	for rank, comm := range comms {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/fusion"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
@@ -40,7 +40,7 @@ func TestVirtualClockLanes(t *testing.T) {
 	if pipeline.ClockOf(NewSimRank(2, fixedCost{}, clock)) != pipeline.Clock(clock) {
 		t.Errorf("a simulated communicator does not expose its clock")
 	}
-	inproc := dist.NewInProc(1)[0]
+	inproc := inproc.New(1)[0]
 	defer inproc.Close()
 	if _, ok := pipeline.ClockOf(inproc).(pipeline.WallClock); !ok {
 		t.Errorf("the in-process backend does not run on the wall clock")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
@@ -44,7 +45,7 @@ var _ CostModel = netmodel.Network{}
 // NewSim returns the size communicators of a simulated job whose ranks are goroutines of
 // this process; every rank's goroutines must run on clock.
 func NewSim(size int, model CostModel, clock *VirtualClock) []dist.Communicator {
-	inner := dist.NewInProc(size)
+	inner := inproc.New(size)
 	net := newSimNet(size, size, model)
 	comms := make([]dist.Communicator, size)
 	for r := range size {

@@ -12,6 +12,7 @@ import (
 	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/profile"
@@ -203,7 +204,7 @@ func TestSameGradientsAsInProcess(t *testing.T) {
 // inProcess runs job's pushes on the in-process backend and returns every rank's gradients.
 func inProcess(t *testing.T, job Job) [][][]float32 {
 	t.Helper()
-	comms := dist.NewInProc(job.Workers)
+	comms := inproc.New(job.Workers)
 	clock := NewVirtualClock(job.Selection.Time) // only paces the replay; the pipeline runs on the wall clock
 	out := make([][][]float32, job.Workers)
 	errs := make([]error, job.Workers)

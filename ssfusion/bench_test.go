@@ -9,6 +9,7 @@ import (
 	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -64,7 +65,7 @@ func paramSizes(b *testing.B, arch string) []int {
 
 func benchPipeline(b *testing.B, sizes []int, newPipe pipelinetest.Factory) {
 	const world = 2
-	comms := dist.NewInProc(world)
+	comms := inproc.New(world)
 	var wg sync.WaitGroup
 	var sparsify time.Duration
 	var bytes int64

@@ -10,6 +10,7 @@ import (
 	"github.com/ssfusion/ssfusion/baselines"
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipeline/pipelinetest"
@@ -168,7 +169,7 @@ func TestNonFiniteStopsTheStep(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	tensors := pipelinetest.Tensors([]int{10})
 	for _, cfg := range []Config{

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipelines"
@@ -24,7 +25,7 @@ func NewPipeline(cfg *Config, comm dist.Communicator, tensors []pipeline.Tensor)
 		b.Comm = comm
 		return pipelines.New(b)
 	}
-	b.Comm = dist.NewInProc(1)[0]
+	b.Comm = inproc.New(1)[0]
 	p, err := pipelines.New(b)
 	if err != nil {
 		b.Comm.Close()

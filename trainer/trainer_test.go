@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -363,7 +363,7 @@ func TestDivergenceStops(t *testing.T) {
 func TestDivergenceStopsEveryRank(t *testing.T) {
 	cfg := quick(t, "mlp", "synthetic", 200)
 	cfg.LR, cfg.Workers = 5, 2
-	comms := dist.NewInProc(2)
+	comms := inproc.New(2)
 	errs := make([]error, 2)
 	sums := make([]*Summary, 2)
 	var wg sync.WaitGroup

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -93,7 +94,7 @@ func (j Job) Run() ([]Result, error) {
 			j.Order = append(j.Order, i)
 		}
 	}
-	comms := dist.NewInProc(j.World, j.Options...)
+	comms := inproc.New(j.World, j.Options...)
 	results := make([]Result, j.World)
 	errs := make([]error, j.World)
 	var wg sync.WaitGroup

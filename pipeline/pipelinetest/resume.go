@@ -3,7 +3,7 @@ package pipelinetest
 import (
 	"fmt"
 
-	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/pipeline"
 )
 
@@ -59,7 +59,7 @@ func stateful(j Job) bool {
 	if j.Tensors == nil {
 		j.Tensors = func() []pipeline.Tensor { return Tensors(j.Sizes) }
 	}
-	comm := dist.NewInProc(1)[0]
+	comm := inproc.New(1)[0]
 	defer comm.Close()
 	p, err := j.New(comm, j.Tensors())
 	if err != nil {

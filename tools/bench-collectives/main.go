@@ -2,7 +2,7 @@
 // one machine, with the dist package, for run.sh to set against Open MPI (see README.md).
 //
 // Started alone it launches -np workers of itself (as train --workers does) and relays
-// rank 0's results; a worker joins the job with DialTCP, which puts ranks of one machine
+// rank 0's results; a worker joins the job with tcp.Dial, which puts ranks of one machine
 // on shared memory unless SSF_SHM=off. With -backend mpi (a binary built with -tags mpi,
 // started by mpirun) the workers use the MPI backend instead.
 //
@@ -27,11 +27,14 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/launch"
+	"github.com/ssfusion/ssfusion/dist/mpi"
+	"github.com/ssfusion/ssfusion/dist/tcp"
 )
 
 func main() {
 	np := flag.Int("np", 2, "worker processes to launch (ignored in a worker)")
-	backend := flag.String("backend", "tcp", "tcp (DialTCP: shared memory on one machine unless SSF_SHM=off) or mpi (under mpirun, -tags mpi build)")
+	backend := flag.String("backend", "tcp", "tcp (tcp.Dial: shared memory on one machine unless SSF_SHM=off) or mpi (under mpirun, -tags mpi build)")
 	sizes := flag.String("sizes", "1K,4K,16K,64K,256K,1M,4M,16M,100M", "message sizes, comma-separated (K, M suffixes: KiB, MiB)")
 	ops := flag.String("ops", "allreduce,allgather", "operations, comma-separated")
 	batches := flag.Int("batches", 5, "timed batches per size; the median is reported")
@@ -52,17 +55,17 @@ func main() {
 	var comm dist.Communicator
 	switch *backend {
 	case "mpi":
-		comm, err = dist.NewMPI()
+		comm, err = mpi.New()
 	case "tcp":
-		cfg, cerr := dist.ConfigFromEnv()
-		if errors.Is(cerr, dist.ErrNoEnv) {
-			launch(*np)
+		cfg, cerr := tcp.ConfigFromEnv()
+		if errors.Is(cerr, tcp.ErrNoEnv) {
+			launchWorkers(*np)
 			return
 		}
 		if cerr != nil {
 			fail(cerr)
 		}
-		comm, err = dist.DialTCP(context.Background(), cfg)
+		comm, err = tcp.Dial(context.Background(), cfg)
 	default:
 		err = fmt.Errorf("unknown backend %q (tcp, mpi)", *backend)
 	}
@@ -86,9 +89,9 @@ func main() {
 	}
 }
 
-// launch runs np workers of this program with the same arguments and waits for them.
-func launch(np int) {
-	err := dist.Launch(context.Background(), dist.LaunchConfig{Workers: np, Args: os.Args[1:]})
+// launchWorkers runs np workers of this program with the same arguments and waits for them.
+func launchWorkers(np int) {
+	err := launch.Run(context.Background(), launch.Config{Workers: np, Args: os.Args[1:]})
 	if err != nil {
 		fail(err)
 	}

@@ -1,0 +1,85 @@
+//go:build linux
+
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/dist/internal/disttest"
+)
+
+// TestShmAllToAllV covers pieces on cache lines of their own (default slots), pieces of
+// odd widths (small slots), and blocks that take many steps.
+func TestShmAllToAllV(t *testing.T) {
+	disttest.CheckGoroutines(t)
+	for _, g := range []struct {
+		name  string
+		chunk int
+	}{{"default", shmChunk}, {"tiny-slots", 256}} {
+		for P := 2; P <= 5; P++ {
+			t.Run(fmt.Sprintf("%s/P=%d", g.name, P), func(t *testing.T) {
+				withShmGeometry(t, g.chunk, shmSmall)
+				comms := startShm(t, P)
+				for _, n := range []int{0, 1, 63, 1009, 70000} {
+					disttest.CheckAllToAll(t, comms, n)
+				}
+				for r, c := range comms {
+					s := c.Stats().AllToAllV
+					if s.Calls != 10 || s.BytesSent == 0 || s.BytesRecv == 0 {
+						t.Errorf("rank %d: %+v, want 10 calls that moved bytes", r, s)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestShmAllToAllVSlotsTooSmall: slots that cannot hold the block sizes fail every rank
+// with a message that says which setting to raise.
+func TestShmAllToAllVSlotsTooSmall(t *testing.T) {
+	disttest.CheckGoroutines(t)
+	withShmGeometry(t, 64, 64)
+	comms := startShm(t, 5)
+	errs := disttest.RunRanks(t, comms, 15*time.Second, func(r int, c dist.Communicator) error {
+		_, err := c.AllToAllV(make([][]byte, 5))
+		return err
+	})
+	for r, err := range errs {
+		if !errors.Is(err, dist.ErrInvalid) {
+			t.Errorf("rank %d: %v, want dist.ErrInvalid", r, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), EnvSharedMemoryChunk) {
+			t.Errorf("rank %d: %v does not name %s", r, err, EnvSharedMemoryChunk)
+		}
+	}
+}
+
+func TestShmSendRecv(t *testing.T) {
+	disttest.CheckGoroutines(t)
+	for _, chunk := range []int{shmChunk, 256} {
+		for P := 2; P <= 5; P++ {
+			t.Run(fmt.Sprintf("chunk=%d/P=%d", chunk, P), func(t *testing.T) {
+				withShmGeometry(t, chunk, shmSmall)
+				comms := startShm(t, P)
+				for _, n := range []int{0, 63, 1009, 70000} {
+					disttest.CheckSendRecv(t, comms, n)
+				}
+			})
+		}
+	}
+	for _, tc := range disttest.SendRecvMisuse {
+		t.Run(tc.Name, func(t *testing.T) {
+			comms := startShm(t, 3)
+			errs := disttest.RunRanks(t, comms, 20*time.Second, func(r int, c dist.Communicator) error {
+				to, from := tc.To(r)
+				return disttest.Misuse(c, to, from)
+			})
+			disttest.CheckMisuse(t, errs, tc.Want, tc.Culprit, tc.Text)
+		})
+	}
+}
