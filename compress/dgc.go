@@ -11,17 +11,17 @@ const (
 	// sampleAbove is how many sampled elements are expected above the k-th largest: the
 	// number of elements the estimate lets through then has a relative spread of about
 	// 1/sqrt(sampleAbove), 10%. DGC samples a fixed 1% of the gradient instead, which on a
-	// GPU costs little; here each sampled element is a cache miss (about 60 ns on the
-	// development machine, so 1% of 25M elements would cost 16 ms, as much as the pass),
-	// and the precision depends on this count alone.
+	// GPU costs little; on a CPU each sampled element is a cache miss, so sampling 1% of a
+	// large gradient costs about as much as the pass it saves, and the precision depends
+	// on this count alone.
 	sampleAbove = 100
 	// sampleMargin is how many standard deviations of that count the estimate is moved
 	// down, so that it usually lets a few more than k elements through, which the exact
 	// refinement then cuts to exactly TopK's answer.
 	sampleMargin = 2
 	// smallSampled is the length below which SampledThreshold is exact TopK: for shorter
-	// gradients sampling and refining cost more than the saved pass (BenchmarkSampled: at
-	// 64K elements sampling takes 1.3x TopK's time, at 128K and k = 2% 0.76x).
+	// gradients sampling and refining cost more than the saved pass (BenchmarkSampled
+	// measures where the two cross).
 	smallSampled = 1 << 17
 	// sampleStream is the PCG stream of every SampledThreshold: the seed alone tells
 	// instances apart.
@@ -31,9 +31,9 @@ const (
 // SampledThreshold is an approximate top-k Selector in the manner of DGC (Lin et al., 2018):
 // it estimates the k-th largest magnitude from a random sample of the gradient, takes every
 // element at or above the estimate in one pass, and, when more than k pass, keeps the k
-// largest of them by exact top-k. It so reads the gradient once where TopK reads it twice:
-// on one goroutine it takes 0.56x TopK's time at 1M elements and k = 1%, 0.5x at 25M (where
-// TopK split over two cores is as fast), but it loses at k = 10% or under 128K elements.
+// largest of them by exact top-k. It so reads the gradient once where TopK reads it twice,
+// which pays on long gradients at small densities; at large densities, or under
+// smallSampled elements, TopK is faster (BenchmarkSampled compares them).
 //
 // The sample takes one uniformly random position in each of m equal strides of g (positions
 // ascend, which keeps the reads cheap, and no stretch of a fused gradient goes unsampled),

@@ -27,9 +27,8 @@ const randomkStream = 0x6a09e667f3bcc909
 // It still reads all of g once: the pipelines rely on selection to stop a NaN or ±Inf
 // gradient before it is sent (and picked up by every worker), and a selector that skipped the
 // check would let a non-finite element through whenever it drew it. That pass is most of
-// the cost: choosing 1% took 0.5 ms at 1M elements and 15 ms at 25M (BenchmarkSelectors), of
-// which the draw and ordering take a fifth to a quarter. A call that fails consumes no random
-// numbers.
+// the cost; BenchmarkSelectors measures it beside the draw and ordering. A call that fails
+// consumes no random numbers.
 //
 // The indices depend only on the seed and the sequence of (len(g), k) of the calls, not on
 // the values: two RandomKs with equal seeds give equal results call for call, and RandomKs

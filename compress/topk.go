@@ -15,11 +15,11 @@ import (
 const smallTopK = 1 << 12
 
 // chunkTopK is the fewest elements TopK.Select gives one goroutine, so its passes run in
-// parallel from 2·chunkTopK = 1M elements (4 MB). Measured on the 2-core development machine
-// (BenchmarkTopKParallel, two goroutines against one): 1.15x the serial time at 128K
-// elements and 1.11x at 256K (waking a goroutine and merging a second set of histograms
-// cost more than half a pass), 0.87x at 512K, 0.70x at 1M and 4M. The cut leaves a margin
-// because a pipeline's selections already run beside other work.
+// parallel from 2·chunkTopK = 1M elements (4 MB). Below some hundreds of thousands of
+// elements, waking a goroutine and merging a second set of histograms cost more than the
+// half pass they save; BenchmarkTopKParallel (two goroutines against one) measures where
+// the two cross, and the cut sits above that point because a pipeline's selections
+// already run beside other work.
 const chunkTopK = 1 << 19
 
 // TopK is the exact top-k Selector: the k largest-magnitude elements. Reused for every step

@@ -20,11 +20,10 @@ func TestShmAllToAllV(t *testing.T) {
 	for _, g := range []struct {
 		name  string
 		chunk int
-	}{{"default", shmChunk}, {"tiny-slots", 256}} {
+	}{{"default", defaultChunk}, {"tiny-slots", 256}} {
 		for P := 2; P <= 5; P++ {
 			t.Run(fmt.Sprintf("%s/P=%d", g.name, P), func(t *testing.T) {
-				withShmGeometry(t, g.chunk, shmSmall)
-				comms := startShm(t, P)
+				comms := startShmWith(t, geometry{g.chunk, defaultSmall}, P)
 				for _, n := range []int{0, 1, 63, 1009, 70000} {
 					disttest.CheckAllToAll(t, comms, n)
 				}
@@ -43,8 +42,7 @@ func TestShmAllToAllV(t *testing.T) {
 // with a message that says which setting to raise.
 func TestShmAllToAllVSlotsTooSmall(t *testing.T) {
 	disttest.CheckGoroutines(t)
-	withShmGeometry(t, 64, 64)
-	comms := startShm(t, 5)
+	comms := startShmWith(t, geometry{64, 64}, 5)
 	errs := disttest.RunRanks(t, comms, 15*time.Second, func(r int, c dist.Communicator) error {
 		_, err := c.AllToAllV(make([][]byte, 5))
 		return err
@@ -61,11 +59,10 @@ func TestShmAllToAllVSlotsTooSmall(t *testing.T) {
 
 func TestShmSendRecv(t *testing.T) {
 	disttest.CheckGoroutines(t)
-	for _, chunk := range []int{shmChunk, 256} {
+	for _, chunk := range []int{defaultChunk, 256} {
 		for P := 2; P <= 5; P++ {
 			t.Run(fmt.Sprintf("chunk=%d/P=%d", chunk, P), func(t *testing.T) {
-				withShmGeometry(t, chunk, shmSmall)
-				comms := startShm(t, P)
+				comms := startShmWith(t, geometry{chunk, defaultSmall}, P)
 				for _, n := range []int{0, 63, 1009, 70000} {
 					disttest.CheckSendRecv(t, comms, n)
 				}

@@ -21,15 +21,18 @@ const EnvSharedMemory = "SSF_SHM"
 // segment holds 2(P+1) of them.
 const EnvSharedMemoryChunk = "SSF_SHM_CHUNK"
 
-// Defaults of the shared memory transport, which rank 0 chooses and offers. Tests
-// change them to run collectives of few bytes through many steps.
-var (
-	shmChunk = 1 << 20 // bytes of one slot: one step of a pipelined collective
+// Defaults of the shared memory transport, which rank 0 chooses and offers.
+const (
+	defaultChunk = 1 << 20 // bytes of one slot: one step of a pipelined collective
 	// Allreduce size up to which every rank sums whole buffers in one step instead of
 	// streaming them through two steps of the pipeline: on small buffers, waiting for a
 	// second step costs more than the sums that every rank then repeats.
-	shmSmall = 64 << 10
+	defaultSmall = 64 << 10
 )
+
+// geometry is the slot size and small-allreduce size that rank 0 offers. Tests choose
+// small ones to run collectives of few bytes through many steps.
+type geometry struct{ chunk, small int }
 
 // Upgrade moves a TCP job onto shared memory when every rank can map the segment
 // rank 0 creates, which proves that they share a machine (and a /dev/shm). Rank 0 offers
@@ -41,7 +44,11 @@ var (
 // Both rounds run on every rank of every job, on every system, so that ranks always
 // issue the same collectives.
 func Upgrade(e *engine.Engine) (dist.Communicator, error) {
-	chunk := shmChunk
+	return upgrade(e, geometry{chunk: defaultChunk, small: defaultSmall})
+}
+
+func upgrade(e *engine.Engine, g geometry) (dist.Communicator, error) {
+	chunk := g.chunk
 	if v, err := strconv.Atoi(os.Getenv(EnvSharedMemoryChunk)); err == nil && v >= 64 && v <= dist.MaxSegmentSize {
 		chunk = v &^ 63
 	}
@@ -57,7 +64,7 @@ func Upgrade(e *engine.Engine) (dist.Communicator, error) {
 			e.Logger().Info("dist: shared memory unavailable, ranks talk over TCP", "err", err)
 		} else {
 			offer = binary.LittleEndian.AppendUint32(nil, uint32(chunk))
-			offer = binary.LittleEndian.AppendUint32(offer, uint32(shmSmall))
+			offer = binary.LittleEndian.AppendUint32(offer, uint32(g.small))
 			offer = append(offer, magic...)
 			offer = append(offer, name...)
 		}

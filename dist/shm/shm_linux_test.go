@@ -23,7 +23,13 @@ import (
 // test if a rank stays on TCP.
 func startShm(t testing.TB, size int, opts ...dist.Option) []dist.Communicator {
 	t.Helper()
-	comms := upgradeAll(t, tcpEngines(t, size, opts...))
+	return startShmWith(t, geometry{defaultChunk, defaultSmall}, size, opts...)
+}
+
+// startShmWith is startShm with the slot and small-allreduce sizes of g.
+func startShmWith(t testing.TB, g geometry, size int, opts ...dist.Option) []dist.Communicator {
+	t.Helper()
+	comms := upgradeAll(t, g, tcpEngines(t, size, opts...))
 	for r, c := range comms {
 		if _, ok := c.(*shmComm); !ok {
 			disttest.CloseAll(comms)
@@ -50,7 +56,7 @@ func tcpEngines(t testing.TB, size int, opts ...dist.Option) []*engine.Engine {
 	return engines
 }
 
-func upgradeAll(t testing.TB, engines []*engine.Engine) []dist.Communicator {
+func upgradeAll(t testing.TB, g geometry, engines []*engine.Engine) []dist.Communicator {
 	t.Helper()
 	comms := make([]dist.Communicator, len(engines))
 	errs := make([]error, len(engines))
@@ -59,7 +65,7 @@ func upgradeAll(t testing.TB, engines []*engine.Engine) []dist.Communicator {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			comms[r], errs[r] = Upgrade(e)
+			comms[r], errs[r] = upgrade(e, g)
 		}()
 	}
 	wg.Wait()
@@ -71,29 +77,20 @@ func upgradeAll(t testing.TB, engines []*engine.Engine) []dist.Communicator {
 	return comms
 }
 
-// withShmGeometry runs a test with other slot and small-allreduce sizes, so that small
-// sizes cross many pipeline steps.
-func withShmGeometry(t *testing.T, chunk, small int) {
-	oldChunk, oldSmall := shmChunk, shmSmall
-	shmChunk, shmSmall = chunk, small
-	t.Cleanup(func() { shmChunk, shmSmall = oldChunk, oldSmall })
-}
-
 func TestShmCollectivesMatchReference(t *testing.T) {
 	disttest.CheckGoroutines(t)
 	geometries := []struct {
 		name         string
 		chunk, small int
 	}{
-		{"default", shmChunk, shmSmall},
+		{"default", defaultChunk, defaultSmall},
 		{"tiny-slots", 256, 64},
 		{"all-small", 1 << 20, 1 << 20},
 	}
 	for _, g := range geometries {
 		for P := 2; P <= 5; P++ {
 			t.Run(fmt.Sprintf("%s/P=%d", g.name, P), func(t *testing.T) {
-				withShmGeometry(t, g.chunk, g.small)
-				comms := startShm(t, P)
+				comms := startShmWith(t, geometry{g.chunk, g.small}, P)
 				for _, n := range []int{0, 1, 3, 63, 1009, 40000 + 3} {
 					disttest.CheckAllReduce(t, comms, n)
 					disttest.CheckAllGather(t, comms, n)
@@ -125,9 +122,8 @@ func TestShmCollectivesLarge(t *testing.T) {
 // that fast ranks keep overwriting slots that slow ones have just read.
 func TestShmBackToBack(t *testing.T) {
 	disttest.CheckGoroutines(t)
-	withShmGeometry(t, 1024, 256)
 	const P, rounds = 3, 1500
-	comms := startShm(t, P)
+	comms := startShmWith(t, geometry{1024, 256}, P)
 	disttest.NoErrors(t, disttest.RunRanks(t, comms, 60*time.Second, func(r int, c dist.Communicator) error {
 		for i := range rounds {
 			n := (i * 37) % 700
@@ -163,8 +159,7 @@ func TestShmBackToBack(t *testing.T) {
 // leaves the next intact, and this rank's block is a copy of send, in single and in
 // many-step gathers.
 func TestShmAllGatherOwnership(t *testing.T) {
-	withShmGeometry(t, 256, 64)
-	comms := startShm(t, 3)
+	comms := startShmWith(t, geometry{256, 64}, 3)
 	for _, n := range []int{5, 1000} {
 		disttest.NoErrors(t, disttest.RunRanks(t, comms, 20*time.Second, func(r int, c dist.Communicator) error {
 			send := disttest.GatherData(r, n)
@@ -193,16 +188,14 @@ func TestShmAllGatherOwnership(t *testing.T) {
 
 // TestShmGatherer checks a dist.Gatherer on shared memory, which gathers into its buffer.
 func TestShmGatherer(t *testing.T) {
-	withShmGeometry(t, 256, 64)
-	disttest.CheckGatherer(t, startShm(t, 3), true)
+	disttest.CheckGatherer(t, startShmWith(t, geometry{256, 64}, 3), true)
 }
 
 // TestShmAsync issues collectives of every kind before waiting for any.
 func TestShmAsync(t *testing.T) {
 	disttest.CheckGoroutines(t)
-	withShmGeometry(t, 4096, 512)
 	const P = 3
-	comms := startShm(t, P)
+	comms := startShmWith(t, geometry{4096, 512}, P)
 	sizes := []int{1, 1009, 40000, 0, 7}
 	disttest.NoErrors(t, disttest.RunRanks(t, comms, 30*time.Second, func(r int, c dist.Communicator) error {
 		bufs := make([][]float32, len(sizes))
@@ -444,7 +437,7 @@ func TestShmSwitchedOff(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(EnvSharedMemory, tc.env)
-			comms := upgradeAll(t, tcpEngines(t, 2, tc.opts...))
+			comms := upgradeAll(t, geometry{defaultChunk, defaultSmall}, tcpEngines(t, 2, tc.opts...))
 			t.Cleanup(func() { disttest.CloseAll(comms) })
 			for r, c := range comms {
 				if _, ok := c.(*engine.Engine); !ok {

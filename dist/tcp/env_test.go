@@ -115,16 +115,7 @@ func TestConfigFromEnvListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	f, err := ln.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A descriptor that no *os.File owns, as a child inherits it: ConfigFromEnv closes it.
-	fd, err := syscall.Dup(int(f.Fd()))
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	fd := inheritedFD(t, ln)
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	for k, v := range map[string]string{EnvRank: "0", EnvWorldSize: "2", EnvMasterAddr: host, EnvMasterPort: port,
 		EnvMasterFD: strconv.Itoa(fd)} {
@@ -154,6 +145,22 @@ func TestConfigFromEnvListener(t *testing.T) {
 	a.Close()
 }
 
+// inheritedFD returns a descriptor of ln that no *os.File owns, as a child inherits it;
+// whoever adopts it closes it.
+func inheritedFD(t *testing.T, ln net.Listener) int {
+	t.Helper()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
 // TestListenerFromEnv: a launcher takes over the listener named by SSF_MASTER_FD, the
 // same socket, and the variable is gone afterwards; without it there is no listener, and
 // a value that names no listening socket is refused by name.
@@ -173,16 +180,7 @@ func TestListenerFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	f, err := ln.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd, err := syscall.Dup(int(f.Fd()))
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(EnvMasterFD, strconv.Itoa(fd))
+	t.Setenv(EnvMasterFD, strconv.Itoa(inheritedFD(t, ln)))
 	inherited, err := ListenerFromEnv()
 	if err != nil {
 		t.Fatal(err)
