@@ -1,4 +1,6 @@
-// Package mpi is the Open MPI transport.
+// Package mpi is the Open MPI transport: the job that mpirun started, with Open MPI's
+// non-blocking collectives behind dist.Communicator. It needs the build tag mpi (cgo and
+// Open MPI's headers); without it, New says so and Available is false.
 //
 // Built with -tags mpi (cgo, pkg-config and Debian's libopenmpi-dev; Available says),
 // New joins the job mpirun started (MPI_COMM_WORLD; a process started alone is a job
