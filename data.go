@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -10,6 +9,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"github.com/ssfusion/ssfusion/datasets/fetch"
+	"github.com/ssfusion/ssfusion/internal/progress"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -38,14 +38,8 @@ func newDataListCommand(root *string) *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSIZE\tFILES\tHERE\tDATA SET\tSOURCE")
 			for _, d := range fetch.Catalog() {
-				here := "no"
-				if len(fetch.Verify(d, filepath.Join(*root, d.Name))) == 0 {
-					here = "yes"
-				} else if _, err := os.Stat(filepath.Join(*root, d.Name)); err == nil {
-					here = "partly"
-				}
 				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Name, humanize.Bytes(uint64(d.Size())), len(d.Files),
-					here, d.Title, hostOf(d.Files[0].URLs[0]))
+					d.PresenceIn(filepath.Join(*root, d.Name)), d.Title, d.Host())
 			}
 			if err := w.Flush(); err != nil {
 				return err
@@ -54,13 +48,6 @@ func newDataListCommand(root *string) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-func hostOf(url string) string {
-	rest, _ := strings.CutPrefix(url, "https://")
-	rest, _ = strings.CutPrefix(rest, "http://")
-	host, _, _ := strings.Cut(rest, "/")
-	return host
 }
 
 func newDataFetchCommand(root *string) *cobra.Command {
@@ -75,11 +62,11 @@ Names: ` + strings.Join(fetch.Names(), ", ") + ".",
 	}
 	mirror := cmd.Flags().String("mirror", "", "base URL to download every file from, by its file name, instead of the public mirrors (a site's own copy)")
 	cmd.RunE = func(cmd *cobra.Command, names []string) error {
-		sets, err := lookupAll(names)
+		sets, err := fetch.LookupAll(names)
 		if err != nil {
 			return usage(err)
 		}
-		client := &fetch.Client{NewBar: downloadBar(cmd.ErrOrStderr()), Logf: stderrLogf(cmd)}
+		client := &fetch.Client{NewBar: progress.DownloadBar(cmd.ErrOrStderr()), Logf: stderrLogf(cmd)}
 		for _, d := range sets {
 			if *mirror != "" {
 				d = d.WithMirror(*mirror)
@@ -110,12 +97,12 @@ func newDataVerifyCommand(root *string) *cobra.Command {
 		Short: "Check the checksums of fetched data sets and that train can read them (all fetched ones by default)",
 		Args:  usageArgs(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, names []string) error {
-			sets, err := lookupAll(names)
+			sets, err := fetch.LookupAll(names)
 			if err != nil {
 				return usage(err)
 			}
 			if len(names) == 0 {
-				sets = fetchedSets(*root)
+				sets = fetch.Fetched(*root)
 				if len(sets) == 0 {
 					return fmt.Errorf("no data set has been fetched into %s (see `ssfusion data list`)", *root)
 				}
@@ -125,7 +112,7 @@ func newDataVerifyCommand(root *string) *cobra.Command {
 				dir := filepath.Join(*root, d.Name)
 				problems := fetch.Verify(d, dir)
 				if len(problems) == 0 {
-					if err := readable(d.Name, dir); err != nil {
+					if err := trainer.CheckDataIn(d.Name, dir); err != nil {
 						problems = append(problems, fmt.Errorf("%s: %w", d.Name, err))
 					}
 				}
@@ -146,39 +133,7 @@ func newDataVerifyCommand(root *string) *cobra.Command {
 	}
 }
 
-func lookupAll(names []string) ([]fetch.Dataset, error) {
-	var sets []fetch.Dataset
-	for _, n := range names {
-		d, err := fetch.Lookup(n)
-		if err != nil {
-			return nil, err
-		}
-		sets = append(sets, d)
-	}
-	return sets, nil
-}
-
-// fetchedSets lists the catalog's data sets that have a folder under root.
-func fetchedSets(root string) []fetch.Dataset {
-	var sets []fetch.Dataset
-	for _, d := range fetch.Catalog() {
-		if _, err := os.Stat(filepath.Join(root, d.Name)); err == nil {
-			sets = append(sets, d)
-		}
-	}
-	return sets
-}
-
-// readable loads the data set from dir as train would.
-func readable(name, dir string) error {
-	cfg := trainer.Defaults()
-	cfg.Dataset, cfg.DataDir = name, dir
-	if name == "ptb" || name == "wikitext2" {
-		cfg.Model = "lstm"
-	}
-	return trainer.CheckData(&cfg)
-}
-
+// stderrLogf logs a line on cmd's error output.
 func stderrLogf(cmd *cobra.Command) func(string, ...any) {
 	return func(format string, args ...any) {
 		fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...)

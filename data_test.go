@@ -36,7 +36,7 @@ func TestDataListShowsEveryDataSet(t *testing.T) {
 			t.Errorf("data list has no line for %s:\n%s", d.Name, out.String())
 			continue
 		}
-		for _, want := range []string{d.Title, hostOf(d.Files[0].URLs[0]), " no "} {
+		for _, want := range []string{d.Title, d.Host(), " no "} {
 			if !strings.Contains(line, want) {
 				t.Errorf("data list's line for %s lacks %q: %q", d.Name, want, line)
 			}

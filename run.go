@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ssfusion/ssfusion/experiments"
-	"github.com/ssfusion/ssfusion/trainer"
 )
 
 func newRunCommand() *cobra.Command {
@@ -47,7 +46,7 @@ running an experiment again only runs what is missing; --force reruns everything
 		if err != nil {
 			return fmt.Errorf("experiment %s: %w", args[0], err)
 		}
-		if err := preflight(args[0], cells); err != nil {
+		if err := experiments.Preflight(args[0], cells); err != nil {
 			return err
 		}
 		dir := filepath.Join(*results, spec.Name)
@@ -71,24 +70,4 @@ running an experiment again only runs what is missing; --force reruns everything
 		return nil
 	}
 	return cmd
-}
-
-// preflight checks what would otherwise fail only when its cell comes up: every pipeline
-// exists and takes its cell's settings, and every data set the cells read is there.
-func preflight(path string, cells []experiments.Cell) error {
-	checked := map[[2]string]bool{}
-	for _, c := range cells {
-		if err := trainer.CheckPipeline(c.Config); err != nil {
-			return fmt.Errorf("experiment %s, cell %s: %w (exclude: leaves such a combination out)", path, c.Name, err)
-		}
-		key := [2]string{c.Config.Dataset, c.Config.DataDir}
-		if checked[key] {
-			continue
-		}
-		checked[key] = true
-		if err := trainer.CheckData(&c.Config); err != nil {
-			return fmt.Errorf("experiment %s needs data set %s: %w\n(fetch it with `ssfusion data fetch %s`, or pass the folder with --data-dir)", path, c.Config.Dataset, err, c.Config.Dataset)
-		}
-	}
-	return nil
 }

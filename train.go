@@ -2,13 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
-	"github.com/ssfusion/ssfusion/dist/tcp"
 	"github.com/ssfusion/ssfusion/internal/keys"
 	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/trainer"
@@ -123,31 +121,3 @@ func resumeDefaults(v *viper.Viper, flags *pflag.FlagSet) error {
 // configuration, and where this launcher sits among several nodes. A worker takes the
 // latter from its environment.
 var launcherFlags = map[string]bool{"config": true, "help": true, "nnodes": true, "node-rank": true, "master-addr": true, "master-port": true}
-
-// placement is where this launcher's workers sit in a job that spans machines, as
-// torchrun's --nnodes, --node-rank, --master-addr and --master-port put them; one node
-// by default.
-type placement struct {
-	nodes, nodeRank int
-	masterAddr      string
-	masterPort      int
-}
-
-// check reports a placement that cannot form a job.
-func (p placement) check() error {
-	switch {
-	case p.nodes < 1:
-		return fmt.Errorf("--nnodes %d: want at least 1", p.nodes)
-	case p.nodeRank < 0 || p.nodeRank >= p.nodes:
-		return fmt.Errorf("--node-rank %d: want 0 to %d for %d nodes", p.nodeRank, p.nodes-1, p.nodes)
-	case p.nodes == 1:
-		return nil
-	case p.masterAddr == "":
-		return fmt.Errorf("--nnodes %d needs --master-addr, the host of node 0", p.nodes)
-	case p.masterPort < 1 || p.masterPort > 65535:
-		return fmt.Errorf("--master-port %d: want a port from 1 to 65535", p.masterPort)
-	case os.Getenv(tcp.EnvJobToken) == "":
-		return fmt.Errorf("--nnodes %d needs the same secret in %s on every node, which admits the workers to the job", p.nodes, tcp.EnvJobToken)
-	}
-	return nil
-}

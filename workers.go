@@ -5,103 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"runtime/pprof"
-	"strconv"
 	"sync"
 
 	"github.com/ssfusion/ssfusion/dist"
 	"github.com/ssfusion/ssfusion/dist/inproc"
-	"github.com/ssfusion/ssfusion/dist/launch"
 	"github.com/ssfusion/ssfusion/dist/mpi"
 	"github.com/ssfusion/ssfusion/dist/tcp"
+	"github.com/ssfusion/ssfusion/internal/progress"
 	"github.com/ssfusion/ssfusion/trainer"
 )
-
-// train runs cfg as this process's role in the job: a worker when RANK and WORLD_SIZE (or
-// mpirun's variables) are set, the launcher of --workers processes, the N goroutine ranks of
-// --backend inproc, or a single process.
-func train(ctx context.Context, cfg trainer.Config) error {
-	return trainOn(ctx, cfg, placement{nodes: 1})
-}
-
-// trainOn is train for a launcher whose workers are one node's of a job spanning nodes.
-func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
-	switch cfg.Backend {
-	case "tcp", "inproc", "mpi":
-	default:
-		return usage(fmt.Errorf("unknown backend %q (valid: tcp, inproc, mpi)", cfg.Backend))
-	}
-	// Before any worker starts, rather than once in each.
-	if _, err := cfg.Cable(); err != nil {
-		return usage(err)
-	}
-	if err := trainer.CheckPipeline(cfg); err != nil {
-		return usage(err)
-	}
-	if cfg.Backend == "mpi" {
-		return runMPIWorker(ctx, cfg)
-	}
-	env, err := tcp.ConfigFromEnv()
-	switch {
-	case err == nil:
-		return runWorker(ctx, cfg, env)
-	case !errors.Is(err, tcp.ErrNoEnv):
-		return err
-	case cfg.Workers > 1 && cfg.Backend == "inproc":
-		return runInProc(ctx, cfg)
-	case cfg.Workers > 1 || nodes.nodes > 1:
-		if err := beforeLaunch(cfg, cfg.Workers*nodes.nodes); err != nil {
-			return err
-		}
-		// A launcher of node 0 may be handed the rendezvous listener, as it hands it to
-		// rank 0, so that the port stays taken from its choice to the rendezvous.
-		master, err := tcp.ListenerFromEnv()
-		if err != nil {
-			return err
-		}
-		job := launch.Config{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil), MasterListener: master}
-		if nodes.nodes > 1 {
-			job.Nodes, job.NodeRank = nodes.nodes, nodes.nodeRank
-			job.MasterAddr = net.JoinHostPort(nodes.masterAddr, strconv.Itoa(nodes.masterPort))
-			job.Token = os.Getenv(tcp.EnvJobToken)
-		}
-		if tty := progressTerminal(); tty != nil {
-			// Rank 0 draws its progress bar on this terminal (or the one `run` handed this
-			// launcher), which its prefixed lines would break; it finds it at file
-			// descriptor 3.
-			job.RankZeroFiles = []*os.File{tty}
-			job.Env = append(job.Env, progressFDEnv+"=3")
-		}
-		return launch.Run(ctx, job)
-	}
-	_, err = trainer.Run(ctx, cfg, options(nil, true))
-	return err
-}
-
-// beforeLaunch checks, before the launcher starts a process, what would otherwise fail in
-// every worker once all have started: that the results can be written, and that every
-// rank's shard of the data fills at least one batch when the job has world ranks in all
-// (on every node).
-func beforeLaunch(cfg trainer.Config, world int) error {
-	cfg.Resolve()
-	if cfg.Out == "" {
-		cfg.Out = trainer.DefaultOut(&cfg)
-	}
-	if err := trainer.CheckOut(cfg.Out); err != nil {
-		return err
-	}
-	cfg.Workers = world
-	return trainer.CheckData(&cfg)
-}
 
 // options runs the training on comm; only a process that logs shows progress.
 func options(comm dist.Communicator, logs bool) trainer.Options {
 	opts := trainer.Options{Comm: comm}
 	if logs {
 		opts.Logf = log.New(os.Stderr, "", log.LstdFlags).Printf
-		if tty := progressTerminal(); tty != nil { // a nil *os.File would be a non-nil Writer
+		if tty := progress.Terminal(); tty != nil { // a nil *os.File would be a non-nil Writer
 			opts.Progress = tty
 		}
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/trainer"
-	"golang.org/x/term"
 )
 
 func readSummary(t testing.TB, dir string) trainer.Summary {
@@ -190,60 +189,6 @@ func TestMomentumCorrection(t *testing.T) {
 	cfg.Pipeline = "dense"
 	if err := train(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "momentum-correction") {
 		t.Errorf("dense with momentum correction: error %v, want one naming momentum-correction", err)
-	}
-}
-
-// TestBeforeLaunch: the launcher refuses, before starting any process, a job whose results
-// could not be written or whose ranks would not each get a full batch.
-func TestBeforeLaunch(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name   string
-		change func(c *trainer.Config)
-		nodes  int
-		want   string
-	}{
-		{"too many workers", func(c *trainer.Config) { c.Workers = 1000 }, 1, "make no batch"},
-		// 5000 synthetic images make 2 batches of 1000 for each of 2 ranks, none for 8.
-		{"too many nodes", func(c *trainer.Config) { c.BatchSize = 1000 }, 4, "make no batch"},
-		{"unwritable output", func(c *trainer.Config) { c.Out = filepath.Join(file, "out") }, 1, "output folder"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := trainer.Defaults()
-			cfg.Model, cfg.Dataset, cfg.Workers, cfg.Out = "mlp", "synthetic", 2, t.TempDir()
-			tc.change(&cfg)
-			if err := beforeLaunch(cfg, cfg.Workers*tc.nodes); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want one saying %q", err, tc.want)
-			}
-		})
-	}
-	cfg := trainer.Defaults()
-	cfg.Model, cfg.Dataset, cfg.Workers, cfg.Out, cfg.BatchSize = "mlp", "synthetic", 2, t.TempDir(), 1000
-	if err := beforeLaunch(cfg, 2); err != nil {
-		t.Fatalf("a job that can run: %v", err)
-	}
-}
-
-// A worker draws its progress bar only on a terminal: not on a descriptor the launcher
-// did not hand it, nor on one that is a pipe.
-func TestProgressTerminalNeedsATerminal(t *testing.T) {
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		t.Skip("the test's stderr is a terminal, on which the bar would rightly go")
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	for _, fd := range []string{"", "x", "2", strconv.Itoa(int(w.Fd()))} {
-		t.Setenv(progressFDEnv, fd)
-		if f := progressTerminal(); f != nil {
-			t.Errorf("%s=%q: progress on %s, want none (the test's stderr is no terminal either)", progressFDEnv, fd, f.Name())
-		}
 	}
 }
 

@@ -13,6 +13,9 @@
 // The package owns the machinery that makes this possible: the virtual clock
 // (VirtualClock), on which every goroutine keeps a time of its own, and the simulated
 // communicators (NewSim, NewSimRank), whose collectives take the time a CostModel predicts.
+// A Sweep runs many jobs: every pipeline at every scale on every network, for every
+// profile; Config is a sweep as the simulate command gives it, checked and built by
+// Config.Sweep.
 //
 // Up to a few ranks (Job.Real), every rank is a goroutine that moves real data, so that the
 // aggregated gradients can be checked against a real run. Beyond that, one rank stands for

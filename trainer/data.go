@@ -225,3 +225,15 @@ func CheckData(cfg *Config) error {
 	_, err := loadData(cfg, 0, max(cfg.Workers, 1))
 	return err
 }
+
+// CheckDataIn loads data set name from dir as a training of the default configuration
+// would, with the LSTM for the text corpora (PTB, WikiText-2), so that a fetched data set
+// is known to be readable, not only to match its checksums.
+func CheckDataIn(name, dir string) error {
+	cfg := Defaults()
+	cfg.Dataset, cfg.DataDir = name, dir
+	if name == "ptb" || name == "wikitext2" {
+		cfg.Model = "lstm"
+	}
+	return CheckData(&cfg)
+}

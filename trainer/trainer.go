@@ -66,6 +66,22 @@ func DefaultOut(cfg *Config) string {
 	return filepath.Join("results", "train", name)
 }
 
+// CheckJob checks, before a launcher starts any process of a job of world ranks in all
+// (on every node), what would otherwise fail in every rank once all have started: that
+// the results can be written, and that every rank's shard of the data fills at least one
+// batch.
+func CheckJob(cfg Config, world int) error {
+	cfg.Resolve()
+	if cfg.Out == "" {
+		cfg.Out = DefaultOut(&cfg)
+	}
+	if err := CheckOut(cfg.Out); err != nil {
+		return err
+	}
+	cfg.Workers = world
+	return CheckData(&cfg)
+}
+
 // Run trains as cfg says and returns the summary it wrote. When training fails or ctx is
 // cancelled it still writes what was measured (marked incomplete) and returns the error.
 func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {

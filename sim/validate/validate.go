@@ -1,7 +1,8 @@
 // Package validate checks the scale simulator against runs measured on this machine: it
 // trains an experiment's cells, each writing the compute profile it measured, replays each
 // profile in the simulator with the run's own pipeline and network, and compares the
-// predicted step time with the measured one.
+// predicted step time with the measured one. Run does all of it for an experiment file;
+// Validator, given how to train the runs, for cells.
 package validate
 
 import (

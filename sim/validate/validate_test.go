@@ -63,18 +63,7 @@ func TestValidatorRemeasuresMisses(t *testing.T) {
 			if c.Config.ProfileOut != filepath.Join(c.Config.Out, "profile.json") {
 				t.Errorf("%s: profile written to %q", c.Name, c.Config.ProfileOut)
 			}
-			if err := os.MkdirAll(c.Config.Out, 0o755); err != nil {
-				return err
-			}
-			if err := tinyProfile().Save(c.Config.ProfileOut); err != nil {
-				return err
-			}
-			sum := trainer.Summary{Steps: 30, Throughput: trainer.Throughput{StepMS: trainer.StepMS{Total: measured}}}
-			data, err := json.Marshal(sum)
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(c.Config.Out, "summary.json"), data, 0o644); err != nil {
+			if err := fakeRun(c.Config, measured); err != nil {
 				return err
 			}
 		}
@@ -96,4 +85,21 @@ func TestValidatorRemeasuresMisses(t *testing.T) {
 	if !strings.Contains(val.Setting, "60Mbit") {
 		t.Errorf("setting %q does not name the emulated link", val.Setting)
 	}
+}
+
+// fakeRun writes what a run of cfg would: the tiny profile as the one it measured, and a
+// summary of 30 steps that took stepMS each.
+func fakeRun(cfg trainer.Config, stepMS float64) error {
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return err
+	}
+	if err := tinyProfile().Save(cfg.ProfileOut); err != nil {
+		return err
+	}
+	sum := trainer.Summary{Steps: 30, Throughput: trainer.Throughput{StepMS: trainer.StepMS{Total: stepMS}}}
+	data, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(cfg.Out, "summary.json"), data, 0o644)
 }

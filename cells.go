@@ -8,49 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/ssfusion/ssfusion/experiments"
-	"golang.org/x/term"
+	"github.com/ssfusion/ssfusion/internal/progress"
 )
-
-// The progress shown on long work: bars on a terminal, a log line each otherwise.
-
-// jobBar shows a sweep's progress: a bar on a terminal, a line per job otherwise.
-type jobBar struct {
-	bar  *progressbar.ProgressBar
-	what string
-}
-
-func newJobBar(jobs int, what string) *jobBar {
-	b := &jobBar{what: what}
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		b.bar = progressbar.NewOptions(jobs, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetItsString("job"),
-			progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true), progressbar.OptionSetWidth(20),
-			progressbar.OptionThrottle(200*time.Millisecond))
-	}
-	return b
-}
-
-func (b *jobBar) progress(done, total int, job string) {
-	if b.bar == nil {
-		fmt.Fprintf(os.Stderr, "%s %d/%d done: %s\n", b.what, done, total, job)
-		return
-	}
-	b.bar.Set(done)
-	b.bar.Describe(job)
-}
-
-func (b *jobBar) finish() {
-	if b.bar != nil {
-		b.bar.Finish()
-		fmt.Fprintln(os.Stderr)
-	}
-}
 
 // cellDisplay shows an experiment's progress: a log line as each cell starts and ends and,
 // on a terminal, the running training's own progress bar, which the training draws on the
@@ -62,14 +26,13 @@ type cellDisplay struct {
 	cell     string
 }
 
+// newCellDisplay shows cells on this process's standard error.
 func newCellDisplay() *cellDisplay {
-	d := &cellDisplay{logf: log.New(os.Stderr, "", log.LstdFlags).Printf}
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		d.terminal = os.Stderr
-	}
-	return d
+	return &cellDisplay{logf: log.New(os.Stderr, "", log.LstdFlags).Printf, terminal: progress.StderrTerminal()}
 }
 
+// progress logs the cell the runner comes to and what it does with it, as
+// experiments.Runner's Progress.
 func (d *cellDisplay) progress(i, n int, c experiments.Cell, a experiments.Action, changed []string) {
 	d.cell = fmt.Sprintf("%d/%d %s", i+1, n, c.Name)
 	msg := map[experiments.Action]string{
@@ -112,7 +75,7 @@ func (d *cellDisplay) train(ctx context.Context, cell experiments.Cell, resume b
 		// lines, which would break the bar, go to train.log only.
 		c.Stdout, c.Stderr = logFile, logFile
 		c.ExtraFiles = []*os.File{d.terminal}
-		c.Env = append(c.Env, progressFDEnv+"=3")
+		c.Env = append(c.Env, progress.FDEnv+"=3")
 	}
 	// On interruption let the training stop as on Ctrl-C, writing what it measured,
 	// before it is killed.
@@ -124,47 +87,4 @@ func (d *cellDisplay) train(ctx context.Context, cell experiments.Cell, resume b
 	}
 	d.logf("cell %s: done in %s", d.cell, time.Since(start).Round(time.Second))
 	return nil
-}
-
-// downloadBar draws a byte-counting bar on a terminal; elsewhere downloads are only logged.
-func downloadBar(w io.Writer) func(string, int64, int64) io.WriteCloser {
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return nil
-	}
-	return func(label string, size, done int64) io.WriteCloser {
-		bar := progressbar.NewOptions64(size,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(label),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(100e6),
-			progressbar.OptionShowCount(),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
-		)
-		bar.Set64(done)
-		return barCloser{bar}
-	}
-}
-
-type barCloser struct{ *progressbar.ProgressBar }
-
-func (b barCloser) Close() error { return b.Finish() }
-
-// progressFDEnv names, in a worker the launcher started, the file descriptor of the
-// launcher's terminal, handed to rank 0 for its progress bar.
-const progressFDEnv = "SSFUSION_PROGRESS_FD"
-
-// progressTerminal is where the process that logs draws its progress bar: its own stderr
-// when that is a terminal, the launcher's terminal when the launcher handed it one, and
-// nowhere (nil) otherwise.
-func progressTerminal() *os.File {
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		return os.Stderr
-	}
-	fd, err := strconv.Atoi(os.Getenv(progressFDEnv))
-	if err != nil || fd < 3 || !term.IsTerminal(fd) {
-		return nil
-	}
-	return os.NewFile(uintptr(fd), "terminal")
 }
