@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ssfusion/ssfusion/kernels"
 )
 
 // TestGradientsMatchFiniteDifferences compares the gradients of TrainStep with central differences
@@ -47,8 +49,8 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.wino {
-				defer func(a bool) { winoAlways = a }(winoAlways)
-				winoAlways = true
+				defer func(a kernels.ConvAlgorithm) { convAlgorithm = a }(convAlgorithm)
+				convAlgorithm = kernels.ConvWinograd
 			}
 			n := mustNew(t, tc.spec)
 			b := randBatch(tc.spec, tc.n, 7)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/internal/parallel"
+	"gonum.org/v1/gonum/blas/gonum"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -51,7 +53,7 @@ func (o *hookOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, out := o.out.get(o.shape, false)
 	src := in[0][:len(out)]
-	parallel(len(out), hookChunk, func(_, lo, hi int) { copy(out[lo:hi], src[lo:hi]) })
+	parallel.For(len(out), hookChunk, func(_, lo, hi int) { copy(out[lo:hi], src[lo:hi]) })
 	return t, nil
 }
 
@@ -95,7 +97,7 @@ func (o *hookGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 		}
 	}
 	acc := o.fwd.grad
-	parallel(len(g), hookChunk, func(_, lo, hi int) { accumulate(acc[lo:hi], g[lo:hi]) })
+	parallel.For(len(g), hookChunk, func(_, lo, hi int) { accumulate(acc[lo:hi], g[lo:hi]) })
 	return vs[0], nil
 }
 
@@ -105,7 +107,9 @@ const hookChunk = 1 << 15
 
 // accumulate does acc[i] += g[i], with Gonum's vector axpy (alpha 1 multiplies exactly, so the
 // sums are those of a loop).
-func accumulate(acc, g []float32) { addTo(acc[:len(g)], g) }
+func accumulate(acc, g []float32) {
+	gonum.Implementation{}.Saxpy(len(g), 1, g, 1, acc[:len(g)], 1)
+}
 
 func (o *hookGradOp) DiffWRT(int) []bool { return []bool{false} }
 

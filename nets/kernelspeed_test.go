@@ -1,6 +1,10 @@
 package nets
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ssfusion/ssfusion/internal/parallel"
+)
 
 func BenchmarkAccumulate(b *testing.B) {
 	acc := make([]float32, 2_000_000)
@@ -10,7 +14,7 @@ func BenchmarkAccumulate(b *testing.B) {
 	}
 	b.SetBytes(int64(len(g) * 4))
 	for i := 0; i < b.N; i++ {
-		parallel(len(g), hookChunk, func(_, lo, hi int) { accumulate(acc[lo:hi], g[lo:hi]) })
+		parallel.For(len(g), hookChunk, func(_, lo, hi int) { accumulate(acc[lo:hi], g[lo:hi]) })
 	}
 }
 

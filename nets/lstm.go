@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/internal/parallel"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -199,7 +200,7 @@ func (o *embedGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 		return nil, fmt.Errorf("%s: gradient of %d values for %d rows of %d", o.name, len(g), len(o.fwd.idx), e)
 	}
 	t, dw := o.dw.get(o.shape, false)
-	parallel(len(dw), 1<<16, func(_, lo, hi int) { clear(dw[lo:hi]) })
+	parallel.For(len(dw), 1<<16, func(_, lo, hi int) { clear(dw[lo:hi]) })
 	for r, i := range o.fwd.idx {
 		accumulate(dw[i*e:(i+1)*e], g[r*e:(r+1)*e])
 	}

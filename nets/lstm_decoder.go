@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/internal/parallel"
+	"github.com/ssfusion/ssfusion/kernels"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -55,10 +57,10 @@ func (o *decoderOp) Do(vs ...G.Value) (v G.Value, err error) {
 		return nil, fmt.Errorf("%s: inputs of %d, %d and %d values", o.name, len(x), len(w), len(b))
 	}
 	t, y := o.y.get(tensor.Shape{r, o.out}, false)
-	parallel(o.out, decoderBlock, func(_, lo, hi int) {
+	parallel.For(o.out, decoderBlock, func(_, lo, hi int) {
 		for j0 := lo; j0 < hi; j0 += decoderBlock {
 			j1 := min(j0+decoderBlock, hi)
-			gemm(false, true, r, j1-j0, o.in, 1, x, o.in, w[j0*o.in:], o.in, 0, y[j0:], o.out, false)
+			kernels.Sgemm(false, true, r, j1-j0, o.in, 1, x, o.in, w[j0*o.in:], o.in, 0, y[j0:], o.out, false)
 			for i := 0; i < r; i++ {
 				addF32(y[i*o.out+j0:i*o.out+j1], b[j0:j1])
 			}
@@ -112,7 +114,7 @@ func (o *decoderDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 	f := o.fwd
 	r := len(dy) / f.out
 	t, dx := o.dx.get(tensor.Shape{r, f.in}, false)
-	gemm(false, false, r, f.in, f.out, 1, dy, f.out, w, f.in, 0, dx, f.in, true)
+	kernels.Sgemm(false, false, r, f.in, f.out, 1, dy, f.out, w, f.in, 0, dx, f.in, true)
 	return t, nil
 }
 
@@ -144,7 +146,7 @@ func (o *decoderDWOp) Do(vs ...G.Value) (v G.Value, err error) {
 	f := o.fwd
 	r := len(x) / f.in
 	t, dw := o.dw.get(tensor.Shape{f.out, f.in}, false)
-	gemm(true, false, f.out, f.in, r, 1, dy, f.out, x, f.in, 0, dw, f.in, true)
+	kernels.Sgemm(true, false, f.out, f.in, r, 1, dy, f.out, x, f.in, 0, dw, f.in, true)
 	return t, nil
 }
 
@@ -183,7 +185,7 @@ func (o *columnSumOp) Do(vs ...G.Value) (v G.Value, err error) {
 	rows := len(x) / c
 	t, out := o.out.get(tensor.Shape{c}, false)
 	// Chunks of whole 16-float vectors, at least 256 columns each.
-	parallel((c+15)/16, 16, func(_, lo, hi int) {
+	parallel.For((c+15)/16, 16, func(_, lo, hi int) {
 		lo, hi = lo*16, min(hi*16, c)
 		acc := out[lo:hi]
 		clear(acc)

@@ -10,9 +10,11 @@
 // Every model holds two compiled Gorgonia graphs over the same parameter tensors: a training
 // graph, in which each parameter passes through an identity op whose derivative calls the hook,
 // and a forward-only evaluation graph (BatchNorm on running statistics, no hooks, no gradients).
-// Convolution, linear, BatchNorm, ReLU, LSTM and loss kernels are ops of this package, written
-// against Gorgonia's Op interface and its BLAS (gorgonia.Use(netlib...) speeds them up too);
-// max pooling, residual additions, reshapes, means and embedding lookups are Gorgonia's.
+// Convolution, linear, BatchNorm, ReLU (alone or fused with a residual addition), max-pooling,
+// embedding, dropout, LSTM and loss layers are ops of this package, written against Gorgonia's
+// Op interface; reshapes and means are Gorgonia's. The ops' matrix products and convolutions run
+// on package kernels, whose pure-Go fallback uses Gorgonia's BLAS (gorgonia.Use(netlib...)
+// speeds it up too).
 package nets
 
 // Param is one trainable (or, in Buffers, non-trainable) tensor of a model. Value is the live

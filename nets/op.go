@@ -5,10 +5,10 @@ import (
 	"hash"
 	"hash/fnv"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/kernels"
+	"gonum.org/v1/gonum/blas"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -20,6 +20,14 @@ import (
 //   - an output buffer an op hands out may be reused by the op on the next run (saving the
 //     allocation), because by then the machine has been Reset and nothing refers to it.
 // Ops never write to their inputs.
+
+// The products that reach the pure-Go fallback of kernels.Sgemm run on Gorgonia's BLAS, so that
+// a BLAS installed with gorgonia.Use serves them as it serves Gorgonia's own ops.
+func init() { kernels.FallbackBLAS = func() blas.Float32 { return G.WhichBLAS() } }
+
+// GEMMKernel names the matrix-product code the models run (kernels.GEMMKernel), for the
+// provenance of their results.
+func GEMMKernel() string { return kernels.GEMMKernel() }
 
 // opBase supplies the Op methods that are the same for every op of this package. Every op
 // hashes by its own address: ops carry state, so Gorgonia's common-subexpression merging, which
@@ -149,86 +157,6 @@ func guard(name string, err *error) {
 		*err = fmt.Errorf("%s: panic: %v", name, r)
 	}
 }
-
-// workers is the number of goroutines the ops split their work across.
-func workers() int { return runtime.GOMAXPROCS(0) }
-
-// chunks is the number of pieces parallel splits n items into.
-func chunks(n, minPerChunk int) int {
-	w := workers()
-	if minPerChunk < 1 {
-		minPerChunk = 1
-	}
-	if m := n / minPerChunk; m < w {
-		w = m
-	}
-	return max(w, 1)
-}
-
-// parallel runs fn over [0, n) split into chunks(n, minPerChunk) contiguous pieces; chunk is the
-// index of the piece, so that fn can use per-chunk scratch space prepared beforehand. A single
-// piece runs inline; otherwise the calling goroutine runs the first piece itself.
-func parallel(n, minPerChunk int, fn func(chunk, lo, hi int)) {
-	w := chunks(n, minPerChunk)
-	if w == 1 {
-		fn(0, 0, n)
-		return
-	}
-	j := &parallelJob{fn: fn}
-	j.wg.Add(w - 1)
-	for c := 1; c < w; c++ {
-		go j.run(c, c*n/w, (c+1)*n/w)
-	}
-	j.do(0, 0, n/w)
-	j.wg.Wait()
-	if j.perr != nil {
-		panic(j.perr) // re-raised on the op's goroutine, where guard turns it into an error
-	}
-}
-
-// parallelJob is what the goroutines of one parallel call share: one allocation per call,
-// where closures over the same variables took one per variable and goroutine.
-type parallelJob struct {
-	fn   func(chunk, lo, hi int)
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	perr any
-}
-
-func (j *parallelJob) run(c, lo, hi int) {
-	defer j.wg.Done()
-	j.do(c, lo, hi)
-}
-
-// do runs one piece, keeping a panic for the caller.
-func (j *parallelJob) do(c, lo, hi int) {
-	defer func() {
-		if r := recover(); r != nil {
-			j.mu.Lock()
-			j.perr = r
-			j.mu.Unlock()
-		}
-	}()
-	j.fn(c, lo, hi)
-}
-
-// scratch is per-chunk working memory of an op, sized before the chunks start.
-type scratch [][]float32
-
-// ensure makes room for k chunks of n elements each.
-func (s *scratch) ensure(k, n int) {
-	for len(*s) < k {
-		*s = append(*s, nil)
-	}
-	for i := 0; i < k; i++ {
-		if len((*s)[i]) < n {
-			(*s)[i] = make([]float32, n)
-		}
-	}
-}
-
-// at returns chunk c's space of n elements; ensure must have been called.
-func (s scratch) at(c, n int) []float32 { return s[c][:n] }
 
 // finite reports whether x is neither NaN nor infinite.
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

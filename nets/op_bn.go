@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/internal/parallel"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -97,7 +98,7 @@ func (o *bnOp) Do(vs ...G.Value) (v G.Value, err error) {
 	s := len(x) / (nb * o.c)
 	t, y := o.y.get(shape, false)
 	if !o.train {
-		dynamic(o.c, o.c, func(_, _, lo, hi int) {
+		parallel.Dynamic(o.c, o.c, func(_, _, lo, hi int) {
 			for c := lo; c < hi; c++ {
 				istd := float32(1 / math.Sqrt(float64(o.st.vari[c])+bnEps))
 				a := gamma[c] * istd
@@ -115,7 +116,7 @@ func (o *bnOp) Do(vs ...G.Value) (v G.Value, err error) {
 	cnt := valid * s
 	o.n = valid
 	o.runs++
-	dynamic(o.c, o.c, func(_, _, lo, hi int) {
+	parallel.Dynamic(o.c, o.c, func(_, _, lo, hi int) {
 		for c := lo; c < hi; c++ {
 			var sum float64
 			for n := 0; n < valid; n++ {
@@ -251,7 +252,7 @@ func (o *bnDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 	if f.relu {
 		g = dx
 	}
-	dynamic(f.c, f.c, func(_, _, lo, hi int) {
+	parallel.Dynamic(f.c, f.c, func(_, _, lo, hi int) {
 		for c := lo; c < hi; c++ {
 			sdy, sdyx := f.sums(dx, x, dy, y, nb, s, c)
 			f.sdy[c], f.sdyx[c] = sdy, sdyx
@@ -328,7 +329,7 @@ func (o *bnDParamOp) Do(vs ...G.Value) (v G.Value, err error) {
 		}
 		return t, nil
 	}
-	dynamic(f.c, f.c, func(_, _, lo, hi int) {
+	parallel.Dynamic(f.c, f.c, func(_, _, lo, hi int) {
 		for c := lo; c < hi; c++ {
 			dp[c] = pick(f.sums(nil, x, dy, y, nb, s, c))
 		}

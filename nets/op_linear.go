@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/kernels"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -70,7 +71,7 @@ func (o *linearOp) Do(vs ...G.Value) (v G.Value, err error) {
 	if o.arity == 3 {
 		beta = 1
 	}
-	gemm(false, true, r, o.out, o.in, 1, x, o.in, w, o.in, beta, y, o.out, true)
+	kernels.Sgemm(false, true, r, o.out, o.in, 1, x, o.in, w, o.in, beta, y, o.out, true)
 	return t, nil
 }
 
@@ -113,7 +114,7 @@ func (o *linearDXOp) Do(vs ...G.Value) (v G.Value, err error) {
 	w, dy := in[0], in[1]
 	r := len(dy) / o.fwd.out
 	t, dx := o.dx.get(tensor.Shape{r, o.fwd.in}, false)
-	gemm(false, false, r, o.fwd.in, o.fwd.out, 1, dy, o.fwd.out, w, o.fwd.in, 0, dx, o.fwd.in, true)
+	kernels.Sgemm(false, false, r, o.fwd.in, o.fwd.out, 1, dy, o.fwd.out, w, o.fwd.in, 0, dx, o.fwd.in, true)
 	return t, nil
 }
 
@@ -144,7 +145,7 @@ func (o *linearDWOp) Do(vs ...G.Value) (v G.Value, err error) {
 	x, dy := in[0], in[1]
 	r := len(x) / o.fwd.in
 	t, dw := o.dw.get(tensor.Shape{o.fwd.out, o.fwd.in}, false)
-	gemm(true, false, o.fwd.out, o.fwd.in, r, 1, dy, o.fwd.out, x, o.fwd.in, 0, dw, o.fwd.in, true)
+	kernels.Sgemm(true, false, o.fwd.out, o.fwd.in, r, 1, dy, o.fwd.out, x, o.fwd.in, 0, dw, o.fwd.in, true)
 	return t, nil
 }
 

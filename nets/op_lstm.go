@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/internal/parallel"
+	"github.com/ssfusion/ssfusion/kernels"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -101,7 +103,7 @@ func (o *lstmOp) Do(vs ...G.Value) (v G.Value, err error) {
 	t, hs := o.out.get(tensor.Shape{o.t * b, h}, false)
 	transposeInto(o.whhT, whh, h4, h)
 	copy(o.cprev, o.c0)
-	parallel(b, 1, func(_, lo, hi int) { o.forwardRows(pre, hs, lo, hi) })
+	parallel.For(b, 1, func(_, lo, hi int) { o.forwardRows(pre, hs, lo, hi) })
 	last := (o.t - 1) * b * h
 	copy(o.hT, hs[last:])
 	copy(o.cT, o.cs[last:])
@@ -131,7 +133,7 @@ func (o *lstmOp) forwardRows(pre, hs []float32, lo, hi int) {
 				g[j] = p[j] + o.bias[j]
 			}
 		}
-		gemm(false, false, n, h4, h, 1, hp, h, o.whhT, h4, 1, gt, h4, false)
+		kernels.Sgemm(false, false, n, h4, h, 1, hp, h, o.whhT, h4, 1, gt, h4, false)
 		copy(o.hprev[r0*h:(r0+n)*h], hp)
 		ct, tc, ht := o.cs[r0*h:(r0+n)*h], o.tcs[r0*h:(r0+n)*h], hs[r0*h:(r0+n)*h]
 		for r := 0; r < n; r++ {
@@ -209,7 +211,7 @@ func (o *lstmBwdOp) Do(vs ...G.Value) (v G.Value, err error) {
 	if o.dc == nil {
 		o.dc, o.dn = make([]float32, b*h), make([]float32, b*h)
 	}
-	parallel(b, 1, func(_, lo, hi int) { o.backwardRows(whh, dhs, dpre, lo, hi) })
+	parallel.For(b, 1, func(_, lo, hi int) { o.backwardRows(whh, dhs, dpre, lo, hi) })
 	return t, nil
 }
 
@@ -233,7 +235,7 @@ func (o *lstmBwdOp) backwardRows(whh, dhs, dpre []float32, lo, hi int) {
 			lstmCellBackward(gt[r*h4:(r+1)*h4], dg[r*h4:(r+1)*h4], tc[r*h:(r+1)*h], cp[r*h:(r+1)*h],
 				dht[r*h:(r+1)*h], dn[r*h:(r+1)*h], dc[r*h:(r+1)*h])
 		}
-		gemm(false, false, n, h, h4, 1, dg, h4, whh, h, 0, dn, h, false)
+		kernels.Sgemm(false, false, n, h, h4, 1, dg, h4, whh, h, 0, dn, h, false)
 	}
 }
 
@@ -295,7 +297,7 @@ func (o *lstmDWOp) Do(vs ...G.Value) (v G.Value, err error) {
 	f := o.fwd
 	h, h4, rows := f.h, 4*f.h, f.t*f.b
 	t, dw := o.out.get(tensor.Shape{h4, h}, false)
-	gemm(true, false, h4, h, rows, 1, in[0], h4, f.hprev, h, 0, dw, h, true)
+	kernels.Sgemm(true, false, h4, h, rows, 1, in[0], h4, f.hprev, h, 0, dw, h, true)
 	return t, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/internal/parallel"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -49,7 +50,7 @@ func (o *maxPoolOp) Do(vs ...G.Value) (v G.Value, err error) {
 	h, w := o.in[2], o.in[3]
 	oh, ow := h/2, w/2
 	planes := o.in[0] * o.in[1]
-	parallel(planes, 8, func(_, lo, hi int) {
+	parallel.For(planes, 8, func(_, lo, hi int) {
 		for p := lo; p < hi; p++ {
 			xp := x[p*h*w : (p+1)*h*w]
 			for oy := 0; oy < oh; oy++ {
@@ -120,7 +121,7 @@ func (o *maxPoolGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 		return nil, fmt.Errorf("%s: no forward pass to go back through", o.name)
 	}
 	planes := f.in[0] * f.in[1]
-	parallel(planes, 8, func(_, lo, hi int) {
+	parallel.For(planes, 8, func(_, lo, hi int) {
 		for p := lo; p < hi; p++ {
 			dp := dx[p*h*w : (p+1)*h*w]
 			for oy := 0; oy < oh; oy++ {

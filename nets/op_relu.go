@@ -5,9 +5,14 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/internal/parallel"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
+
+// elementPieces is the number of pieces for parallel.Dynamic over n elements of an element-wise
+// pass: 32 Ki elements each, enough work to outweigh taking a piece.
+func elementPieces(n int) int { return max(1, n>>15) }
 
 // reluOp is max(x, 0). Gorgonia's Rectify builds it from a comparison and a product, two
 // allocating nodes forward and three backward.
@@ -33,7 +38,7 @@ func (o *reluOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, y := o.y.get(o.shape, false)
 	x := in[0]
-	dynamic(len(x), elementPieces(len(x)), func(_, _, lo, hi int) { reluForward(y[lo:hi], x[lo:hi]) })
+	parallel.Dynamic(len(x), elementPieces(len(x)), func(_, _, lo, hi int) { reluForward(y[lo:hi], x[lo:hi]) })
 	return t, nil
 }
 
@@ -76,7 +81,7 @@ func (o *addReLUOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, y := o.y.get(o.shape, false)
 	a, b := in[0], in[1]
-	dynamic(len(a), elementPieces(len(a)), func(_, _, lo, hi int) { addReLUForward(y[lo:hi], a[lo:hi], b[lo:hi]) })
+	parallel.Dynamic(len(a), elementPieces(len(a)), func(_, _, lo, hi int) { addReLUForward(y[lo:hi], a[lo:hi], b[lo:hi]) })
 	return t, nil
 }
 
@@ -116,7 +121,7 @@ func (o *reluGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 	}
 	t, dx := o.dx.get(o.shape, false)
 	y, dy := in[0], in[1]
-	dynamic(len(y), elementPieces(len(y)), func(_, _, lo, hi int) { reluBackward(dx[lo:hi], y[lo:hi], dy[lo:hi]) })
+	parallel.Dynamic(len(y), elementPieces(len(y)), func(_, _, lo, hi int) { reluBackward(dx[lo:hi], y[lo:hi], dy[lo:hi]) })
 	return t, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
+	"github.com/ssfusion/ssfusion/internal/parallel"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -68,7 +69,7 @@ func (o *xentOp) Do(vs ...G.Value) (v G.Value, err error) {
 		o.rowLoss, o.rowHit = make([]float64, rows), make([]bool, rows)
 	}
 	_, dz := o.dz.get(o.shape, false)
-	parallel(rows, 8, func(_, lo, hi int) {
+	parallel.For(rows, 8, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			o.rowLoss[r], o.rowHit[r] = 0, false
 			zr := z[r*o.k : (r+1)*o.k]
@@ -151,7 +152,7 @@ func (o *xentGradOp) Do(vs ...G.Value) (v G.Value, err error) {
 	f.st.bwdOps++
 	t, dz := f.dz.get(o.shape, false)
 	if g != 1 {
-		parallel(len(dz), 1<<15, func(_, lo, hi int) {
+		parallel.For(len(dz), 1<<15, func(_, lo, hi int) {
 			for j := lo; j < hi; j++ {
 				dz[j] *= g
 			}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/ssfusion/ssfusion/kernels"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -114,6 +115,25 @@ func TestConvMatchesGorgonia(t *testing.T) {
 		{16, 2, 2, 12, 3, 1, 1, 0}, // few positions per filter: col2im rather than flipped filters
 		{2, 16, 16, 3, 5, 1, 2, 0}, // one image per GEMM, planes shifted by up to two
 		{3, 20, 13, 4, 3, 1, 1, 0}, // one image per GEMM, odd row length
+	} {
+		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) { checkConv(t, c) })
+	}
+}
+
+// TestWinogradMatchesGorgonia compares the conv op, with Winograd forced on for few channels,
+// with Gorgonia's Conv2d: odd feature maps (tiles cut at the edges), padding 2, one tile per
+// image, and batches that run as one group across cores, as groups one per core and one image
+// per group. Package kernels checks the Winograd passes themselves more widely.
+func TestWinogradMatchesGorgonia(t *testing.T) {
+	defer func(a kernels.ConvAlgorithm) { convAlgorithm = a }(convAlgorithm)
+	convAlgorithm = kernels.ConvWinograd
+	for _, c := range []convCase{
+		{3, 8, 8, 4, 3, 1, 1, 3},
+		{2, 5, 9, 3, 3, 1, 1, 2},    // odd both ways
+		{2, 7, 7, 5, 3, 1, 2, 2},    // padding 2: output larger than input
+		{5, 2, 2, 6, 3, 1, 1, 4},    // one tile per image
+		{3, 12, 12, 4, 3, 1, 1, 17}, // groups of four on the cores, the last a single image
+		{2, 15, 33, 3, 3, 1, 1, 2},  // one image per group, odd
 	} {
 		t.Run(fmt.Sprintf("%+v", c), func(t *testing.T) { checkConv(t, c) })
 	}

@@ -5,8 +5,9 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sync/atomic"
 	"testing"
+
+	"github.com/ssfusion/ssfusion/kernels"
 )
 
 // TestGradientsDoNotDependOnCores trains the same step with one core and with two, several times,
@@ -26,10 +27,10 @@ func TestGradientsDoNotDependOnCores(t *testing.T) {
 	same := func(a, b []float32) bool {
 		return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
 	}
-	for _, always := range []bool{false, true} {
-		t.Run(fmt.Sprint("winoAlways=", always), func(t *testing.T) {
-			defer func(a bool) { winoAlways = a }(winoAlways)
-			winoAlways = always
+	for _, alg := range []kernels.ConvAlgorithm{kernels.ConvAuto, kernels.ConvWinograd} {
+		t.Run(fmt.Sprint("winogradAlways=", alg == kernels.ConvWinograd), func(t *testing.T) {
+			defer func(a kernels.ConvAlgorithm) { convAlgorithm = a }(convAlgorithm)
+			convAlgorithm = alg
 			want := grads(1)
 			for run := range 4 {
 				for i, g := range grads(2 + run%2) {
@@ -39,33 +40,5 @@ func TestGradientsDoNotDependOnCores(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestDynamicCoversEveryPieceOnce checks dynamic's ranges and worker indices.
-func TestDynamicCoversEveryPieceOnce(t *testing.T) {
-	for _, c := range []struct{ n, pieces int }{{0, 4}, {1, 8}, {5, 8}, {32, 8}, {33, 7}, {1000, 3}} {
-		seen := make([]atomic.Int32, c.n)
-		pieces := make([]atomic.Int32, c.pieces)
-		w := dynamicWorkers(c.n, c.pieces)
-		dynamic(c.n, c.pieces, func(worker, piece, lo, hi int) {
-			if worker < 0 || worker >= w {
-				t.Errorf("n=%d: worker %d of %d", c.n, worker, w)
-			}
-			pieces[piece].Add(1)
-			for i := lo; i < hi; i++ {
-				seen[i].Add(1)
-			}
-		})
-		for i := range seen {
-			if seen[i].Load() != 1 {
-				t.Errorf("n=%d pieces=%d: element %d seen %d times", c.n, c.pieces, i, seen[i].Load())
-			}
-		}
-		for p := range min(c.n, c.pieces) {
-			if pieces[p].Load() != 1 {
-				t.Errorf("n=%d pieces=%d: piece %d run %d times", c.n, c.pieces, p, pieces[p].Load())
-			}
-		}
 	}
 }

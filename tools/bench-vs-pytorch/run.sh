@@ -81,8 +81,8 @@ auto)
 	fi
 	;;
 esac
-if [[ " ${builds[*]} " == *" openblas "* ]] && ! grep -q sgemmExternal nets/gemm.go; then
-	echo "==> Note: nets/gemm.go does not call sgemmExternal yet, so the openblas build runs the same"
+if [[ " ${builds[*]} " == *" openblas "* ]] && ! grep -q sgemmExternal kernels/gemm.go; then
+	echo "==> Note: kernels/gemm.go does not call sgemmExternal yet, so the openblas build runs the same"
 	echo "    pure-Go kernels as the default build."
 fi
 

@@ -1,6 +1,6 @@
-package nets
+package kernels
 
-// gemmRows computes C = alpha·A·B + beta·C on the calling goroutine, like gemm with A (m×k) and
+// gemmRows computes C = alpha·A·B + beta·C on the calling goroutine, like Sgemm with A (m×k) and
 // B (k×n) not transposed, except that row l of B is b[rows[l] : rows[l]+n]: B's rows may lie
 // anywhere in b, and overlap. It returns false, having done nothing, when there is no assembly
 // kernel or the arguments do not fit, so that the caller can take another way.

@@ -1,4 +1,4 @@
-package nets
+package kernels
 
 import (
 	"fmt"
@@ -7,13 +7,12 @@ import (
 	"testing"
 )
 
-// TestWinogradMatchesGorgonia compares Winograd convolutions, forced on for few channels, with
-// Gorgonia's Conv2d: even and odd feature maps (odd ones have tiles cut at the edges), every
-// padding the tiles allow, one tile per image, and batches that run as one group across cores, as
-// groups one per core with a short last group, and one image per group.
-func TestWinogradMatchesGorgonia(t *testing.T) {
-	defer func(a bool) { winoAlways = a }(winoAlways)
-	winoAlways = true
+// TestWinogradMatchesReference compares Winograd convolutions, forced on for few channels, with
+// direct loops: even and odd feature maps (odd ones have tiles cut at the edges), every padding
+// the tiles allow, one tile per image, and batches that run as one group across cores, as groups
+// one per core with a short last group, and one image per group; with the vector transforms and
+// the scalar ones.
+func TestWinogradMatchesReference(t *testing.T) {
 	for _, c := range []convCase{
 		{3, 8, 8, 4, 3, 1, 1, 3},
 		{3, 7, 6, 4, 3, 1, 1, 3},    // odd rows
@@ -33,11 +32,11 @@ func TestWinogradMatchesGorgonia(t *testing.T) {
 			t.Run(fmt.Sprintf("%+v/vector=%v", c, vector), func(t *testing.T) {
 				defer func(v bool) { winoVector = v }(winoVector)
 				winoVector = vector
-				g, err := newConvGeom(c.cin, c.h, c.w, c.cout, c.k, c.stride, c.pad)
-				if err != nil || !g.useWinograd() {
+				conv, err := NewConv(c.shape(), ConvWinograd)
+				if err != nil || conv.g.wino == nil {
 					t.Fatalf("%+v does not run with Winograd (%v)", c, err)
 				}
-				checkConv(t, c)
+				checkConv(t, c, ConvWinograd)
 			})
 		}
 	}
@@ -53,15 +52,14 @@ func TestWinogradVectorTransformsMatchScalar(t *testing.T) {
 	if !winoVector {
 		t.Skip("no vector transforms on this CPU")
 	}
-	defer func(a, v bool) { winoAlways, winoVector = a, v }(winoAlways, winoVector)
-	winoAlways = true
+	defer func(v bool) { winoVector = v }(winoVector)
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, c := range []struct{ h, w, pad int }{
 		{2, 2, 1}, {4, 4, 1}, {8, 8, 1}, {16, 16, 1}, {32, 32, 1}, {6, 34, 1}, {4, 66, 1},
 		{4, 30, 1}, {10, 12, 0}, {7, 9, 1}, {5, 5, 2},
 	} {
 		g, err := newConvGeom(1, c.h, c.w, 1, 3, 1, c.pad)
-		if err != nil || !g.useWinograd() {
+		if err != nil || !g.useWinograd(true) {
 			t.Fatalf("%+v: no Winograd (%v)", c, err)
 		}
 		wg := g.wino
@@ -99,29 +97,36 @@ func TestWinogradVectorTransformsMatchScalar(t *testing.T) {
 	}
 }
 
-// TestWinogradOnlyWhereItApplies checks that Winograd stays off for the convolutions it does not
-// compute and for few channels.
+// TestWinogradOnlyWhereItApplies checks which algorithm NewConv picks: with ConvAuto, Winograd
+// stays off for the convolutions it does not compute and for few channels; ConvWinograd turns it
+// on for any convolution it computes, and ConvIm2col off for all.
 func TestWinogradOnlyWhereItApplies(t *testing.T) {
 	for _, c := range []struct {
 		convCase
-		want bool
+		auto, computes bool
 	}{
-		{convCase{128, 8, 8, 128, 3, 1, 1, 0}, true},
-		{convCase{32, 32, 32, 32, 3, 1, 1, 0}, true},
-		{convCase{16, 32, 32, 16, 3, 1, 1, 0}, false}, // the transforms cost what they save
-		{convCase{512, 2, 2, 512, 3, 1, 1, 0}, true},  // one tile per image
-		{convCase{512, 4, 4, 512, 3, 1, 1, 0}, true},
-		{convCase{3, 32, 32, 64, 3, 1, 1, 0}, false}, // few input channels
-		{convCase{64, 8, 8, 64, 3, 2, 1, 0}, false},  // strided
-		{convCase{64, 8, 8, 64, 1, 1, 0, 0}, false},  // 1×1
-		{convCase{64, 8, 8, 64, 5, 1, 2, 0}, false},  // 5×5
+		{convCase{128, 8, 8, 128, 3, 1, 1, 0}, true, true},
+		{convCase{32, 32, 32, 32, 3, 1, 1, 0}, true, true},
+		{convCase{16, 32, 32, 16, 3, 1, 1, 0}, false, true}, // the transforms cost what they save
+		{convCase{512, 2, 2, 512, 3, 1, 1, 0}, true, true},  // one tile per image
+		{convCase{512, 4, 4, 512, 3, 1, 1, 0}, true, true},
+		{convCase{3, 32, 32, 64, 3, 1, 1, 0}, false, true}, // few input channels
+		{convCase{64, 8, 8, 64, 3, 2, 1, 0}, false, false}, // strided
+		{convCase{64, 8, 8, 64, 1, 1, 0, 0}, false, false}, // 1×1
+		{convCase{64, 8, 8, 64, 5, 1, 2, 0}, false, false}, // 5×5
+		{convCase{64, 8, 8, 64, 3, 1, 3, 0}, false, false}, // padding 3
 	} {
-		g, err := newConvGeom(c.cin, c.h, c.w, c.cout, c.k, c.stride, c.pad)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := g.useWinograd(); got != c.want {
-			t.Errorf("%+v: Winograd %v, want %v", c.convCase, got, c.want)
+		for _, a := range []struct {
+			alg  ConvAlgorithm
+			want bool
+		}{{ConvAuto, c.auto}, {ConvWinograd, c.computes}, {ConvIm2col, false}} {
+			conv, err := NewConv(c.shape(), a.alg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := conv.g.wino != nil; got != a.want {
+				t.Errorf("%+v, algorithm %d: Winograd %v, want %v", c.convCase, a.alg, got, a.want)
+			}
 		}
 	}
 }
@@ -148,35 +153,24 @@ func BenchmarkConvLayer(b *testing.B) {
 }
 
 func benchConv(b *testing.B, c convCase, wino bool) {
-	g, err := newConvGeom(c.cin, c.h, c.w, c.cout, c.k, c.stride, c.pad)
+	alg := ConvIm2col
+	if wino {
+		alg = ConvWinograd
+	}
+	conv, err := NewConv(c.shape(), alg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if wino {
-		defer func(a bool) { winoAlways = a }(winoAlways)
-		winoAlways = true
-		g.useWinograd()
-	}
+	oh, ow := conv.OutputSize()
 	r := rand.New(rand.NewPCG(1, 2))
-	x := randTensor(r, c.batch, c.cin, c.h, c.w)
-	w := randTensor(r, c.cout, c.cin, c.k, c.k)
-	dy := randTensor(r, c.batch, c.cout, g.oh, g.ow)
-	fwd := &convOp{opBase: opBase{name: "conv", arity: 2}, g: g, needDX: true}
-	dx := &convDXOp{opBase: opBase{name: "dx", arity: 2}, fwd: fwd}
-	if !wino {
-		dx.flipped, dx.flip = g.transposedGeom()
-	}
-	dw := &convDWOp{opBase: opBase{name: "dw", arity: 2}, fwd: fwd}
+	x := randSlice(r, c.batch*c.cin*c.h*c.w)
+	w := randSlice(r, c.cout*c.cin*c.k*c.k)
+	dy := randSlice(r, c.batch*c.cout*oh*ow)
+	y, dx, dw := make([]float32, len(dy)), make([]float32, len(x)), make([]float32, len(w))
 	step := func() {
-		if _, err := fwd.Do(x, w); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := dx.Do(w, dy); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := dw.Do(x, dy); err != nil {
-			b.Fatal(err)
-		}
+		conv.Forward(y, x, w, nil, c.batch)
+		conv.BackwardData(dx, dy, w, c.batch)
+		conv.BackwardFilter(dw, x, dy, c.batch)
 	}
 	step()
 	b.ResetTimer()
@@ -190,9 +184,7 @@ func benchConv(b *testing.B, c convCase, wino bool) {
 // BenchmarkWinoTransforms times the plane transforms on a 32×32 plane, per tile.
 func BenchmarkWinoTransforms(b *testing.B) {
 	g, _ := newConvGeom(64, 32, 32, 64, 3, 1, 1)
-	defer func(a bool) { winoAlways = a }(winoAlways)
-	winoAlways = true
-	g.useWinograd()
+	g.useWinograd(true)
 	wg := g.wino
 	r := rand.New(rand.NewPCG(1, 2))
 	x := randSlice(r, g.h*g.w)

@@ -1,9 +1,9 @@
 //go:build openblas
 
-// Package openblas calls OpenBLAS's cblas_sgemm for nets' -tags openblas build.
+// Package openblas calls OpenBLAS's cblas_sgemm for the -tags openblas build of package kernels.
 //
 // It is a package of its own because it uses cgo, and Go does not build a package that uses cgo
-// and also holds Go assembly files, as nets does (its GEMM kernels). Every file carries the
+// and also holds Go assembly files, as kernels does (its GEMM kernels). Every file carries the
 // openblas build tag, so the default build neither compiles it nor needs a C toolchain.
 //
 // Linking needs Debian's libopenblas-dev (or any libopenblas with the LP64 CBLAS interface).

@@ -1,8 +1,10 @@
-package nets
+package kernels
 
 import (
 	"fmt"
 	"sync"
+
+	"github.com/ssfusion/ssfusion/internal/parallel"
 )
 
 // This file is the blocked single-precision GEMM around the assembly micro-kernels of
@@ -35,7 +37,7 @@ type sgemmKernel struct {
 	fn     func(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32)
 }
 
-// fastKernel is the kernel gemm uses, the best this CPU runs, or nil when there is none. It is
+// fastKernel is the kernel Sgemm uses, the best this CPU runs, or nil when there is none. It is
 // chosen once, at start-up.
 var fastKernel = firstKernel()
 
@@ -128,7 +130,7 @@ func storedShapes(tA, tB bool, m, n, k int) (ar, ac, br, bc int) {
 	return ar, ac, br, bc
 }
 
-// gemmArgsOK checks gemm's arguments as BLAS would: the assembly kernels read through raw
+// gemmArgsOK checks Sgemm's arguments as BLAS would: the assembly kernels read through raw
 // pointers, so every element they may touch must lie inside the slices.
 func gemmArgsOK(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) bool {
 	if m < 0 || n < 0 || k < 0 {
@@ -154,7 +156,7 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 	}
 }
 
-// sgemm computes C = alpha·op(A)·op(B) + beta·C (the arguments of gemm) with kern. It returns
+// sgemm computes C = alpha·op(A)·op(B) + beta·C (the arguments of Sgemm) with kern. It returns
 // false, having done nothing, when kern is nil or the arguments are invalid, so that the caller's
 // fallback reports the error. With par set, C is split between goroutines by whole panels: along
 // its columns when it is wider than high (each goroutine then packs all of A, the smaller
@@ -170,7 +172,7 @@ func sgemm(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float
 		scaleC(m, n, beta, c, ldc)
 		return true
 	}
-	if !par || workers() == 1 || 2*m*n*k < 2*sgemmParFlops {
+	if !par || parallel.Workers() == 1 || 2*m*n*k < 2*sgemmParFlops {
 		s := sgemmPool.Get().(*sgemmScratch)
 		sgemmSerial(kern, s, tA, tB, 0, m, 0, n, k, alpha, a, lda, b, ldb, nil, beta, c, ldc)
 		sgemmPool.Put(s)
@@ -191,11 +193,11 @@ func sgemmParallel(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a
 	mp, np := (m+kern.mr-1)/kern.mr, (n+kern.nr-1)/kern.nr
 	if np >= 2 && (n >= m || mp < 2) {
 		per := max(1, sgemmParFlops/(2*m*kern.nr*k))
-		parallel(np, per, func(_, lo, hi int) { run(0, m, lo*kern.nr, min(hi*kern.nr, n)) })
+		parallel.For(np, per, func(_, lo, hi int) { run(0, m, lo*kern.nr, min(hi*kern.nr, n)) })
 		return
 	}
 	per := max(1, sgemmParFlops/(2*kern.mr*n*k))
-	parallel(mp, per, func(_, lo, hi int) { run(lo*kern.mr, min(hi*kern.mr, m), 0, n) })
+	parallel.For(mp, per, func(_, lo, hi int) { run(lo*kern.mr, min(hi*kern.mr, m), 0, n) })
 }
 
 // sgemmSerial computes rows [m0, m1) and columns [n0, n1) of C on the calling goroutine. When

@@ -1,8 +1,8 @@
 //go:build !amd64 || purego
 
-package nets
+package kernels
 
-// sgemmKernels lists the kernels this CPU can run: none outside amd64, where gemm keeps its
+// sgemmKernels lists the kernels this CPU can run: none outside amd64, where Sgemm keeps its
 // pure-Go paths.
 func sgemmKernels() []*sgemmKernel { return nil }
 

@@ -1,6 +1,6 @@
 //go:build race
 
-package nets
+package kernels
 
 // raceEnabled: the race detector makes sync.Pool drop a random share of what it is given, so
 // allocation counts are not those of a normal build.

@@ -1,4 +1,4 @@
-package nets
+package kernels
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func TestShiftedPlanesAreColumnRows(t *testing.T) {
 }
 
 // TestGemmRowsMatchesGemm compares gemmRows, on rows that overlap and come in any order, with
-// gemm on the same rows copied into a matrix.
+// Sgemm on the same rows copied into a matrix.
 func TestGemmRowsMatchesGemm(t *testing.T) {
 	if fastKernel == nil {
 		t.Skip("no assembly kernel on this CPU")
@@ -52,7 +52,7 @@ func TestGemmRowsMatchesGemm(t *testing.T) {
 		a := randSlice(r, c.m*c.k)
 		want, got := randSlice(r, c.m*c.n), make([]float32, c.m*c.n)
 		copy(got, want)
-		gemm(false, false, c.m, c.n, c.k, 1.5, a, c.k, dense, c.n, 0.5, want, c.n, false)
+		Sgemm(false, false, c.m, c.n, c.k, 1.5, a, c.k, dense, c.n, 0.5, want, c.n, false)
 		if !gemmRows(c.m, c.n, c.k, 1.5, a, c.k, b, rows, 0.5, got, c.n) {
 			t.Fatalf("%+v: gemmRows declined", c)
 		}

@@ -1,4 +1,6 @@
-package nets
+package kernels
+
+import "github.com/ssfusion/ssfusion/internal/parallel"
 
 // This file computes stride-1 3×3 convolutions with Winograd's minimal filtering algorithm
 // F(2×2, 3×3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks"): every 2×2 tile
@@ -25,9 +27,6 @@ package nets
 // even at 16 channels, 1.2-1.7× faster from 32 up).
 const winoMinChannels = 32
 
-// winoAlways, for tests, runs every convolution Winograd can compute with it, whatever its size.
-var winoAlways = false
-
 // winoMinTiles is the least number of tiles per GEMM: the images of a batch whose feature maps
 // have fewer tiles go side by side, as in forEachGroup.
 const winoMinTiles = 128
@@ -47,12 +46,13 @@ type winoGeom struct {
 // panel, all fall into the same few cache sets and evict each other: measured 2× slower.
 const winoSkew = 16
 
-// useWinograd reports whether g runs with Winograd, and sets up its tiling if so.
-func (g *convGeom) useWinograd() bool {
+// useWinograd reports whether g runs with Winograd, and sets up its tiling if so: where Winograd
+// computes the convolution and, unless always is set, there are channels enough for it to pay.
+func (g *convGeom) useWinograd(always bool) bool {
 	if g.k != 3 || g.stride != 1 || g.pad > 2 {
 		return false
 	}
-	if !winoAlways && (g.cin < winoMinChannels || g.cout < winoMinChannels) {
+	if !always && (g.cin < winoMinChannels || g.cout < winoMinChannels) {
 		return false
 	}
 	w := winoGeom{th: (g.oh + 1) / 2, tw: (g.ow + 1) / 2}
@@ -71,7 +71,7 @@ func (g *convGeom) winoFilters(u, w []float32) []float32 {
 	if len(u) != 16*us {
 		u = make([]float32, 16*us)
 	}
-	parallel(g.cout*g.cin, 1024, func(_, lo, hi int) { winoFilterRange(u, w, us, lo, hi) })
+	parallel.For(g.cout*g.cin, 1024, func(_, lo, hi int) { winoFilterRange(u, w, us, lo, hi) })
 	return u
 }
 
@@ -104,7 +104,7 @@ func winoFilterRow(u []float32, n, i int, a, b, c float32) {
 // ([16][cout][cin]).
 func (g *convGeom) winoFilterGrad(dw, du []float32) {
 	us := g.wino.us
-	parallel(g.cout*g.cin, 1024, func(_, lo, hi int) { winoFilterGradRange(dw, du, us, lo, hi) })
+	parallel.For(g.cout*g.cin, 1024, func(_, lo, hi int) { winoFilterGradRange(dw, du, us, lo, hi) })
 }
 
 // winoFilterGradRange is winoFilterGrad for filters [lo, hi), n apart in du.
@@ -381,7 +381,7 @@ func (g *convGeom) winoInputGradScalar(pad, dv []float32, ld, t0 int) {
 	}
 }
 
-// winoScratch is the working memory of a Winograd op: per worker, the transformed tiles of a
+// winoScratch is the working memory of a Winograd pass: per worker, the transformed tiles of a
 // group's input side and output side, and padded planes for the transforms.
 type winoScratch struct {
 	ins, outs, planes scratch
@@ -396,7 +396,7 @@ func (s *winoScratch) ensure(g *convGeom, nb int) {
 	cs := winoChannelStride(size * wg.tiles)
 	s.ins.ensure(k, g.cin*cs)
 	s.outs.ensure(k, g.cout*cs)
-	s.planes.ensure(max(k, workers()), wg.ph*wg.pw+winoSlack)
+	s.planes.ensure(max(k, parallel.Workers()), wg.ph*wg.pw+winoSlack)
 	for len(s.groups) < k {
 		s.groups = append(s.groups, winoGroup{})
 	}
@@ -482,7 +482,7 @@ func (w *winoGroup) stage(stage winoStage, worker int, par bool) {
 // stageParallel is the parallel part of stage, a function of its own so that its closure is
 // not allocated by serial calls.
 func (w *winoGroup) stageParallel(stage winoStage, n int) {
-	parallel(n, 4, func(chunk, lo, hi int) { w.run(stage, lo, hi, w.planes[chunk]) })
+	parallel.For(n, 4, func(chunk, lo, hi int) { w.run(stage, lo, hi, w.planes[chunk]) })
 }
 
 // gemms runs the 16 GEMMs of stage for the group, across cores when par is set; u holds the
@@ -496,7 +496,7 @@ func (w *winoGroup) gemms(stage winoStage, u []float32, par bool) {
 }
 
 func (w *winoGroup) gemmsParallel(stage winoStage, u []float32) {
-	dynamic(16, 16, func(_, _, lo, hi int) { w.gemmRange(stage, u, lo, hi) })
+	parallel.Dynamic(16, 16, func(_, _, lo, hi int) { w.gemmRange(stage, u, lo, hi) })
 }
 
 func (w *winoGroup) gemmRange(stage winoStage, u []float32, lo, hi int) {
@@ -505,11 +505,11 @@ func (w *winoGroup) gemmRange(stage winoStage, u []float32, lo, hi int) {
 	for xi := lo; xi < hi; xi++ {
 		switch stage {
 		case stageOutput:
-			gemm(false, false, g.cout, ld, g.cin, 1, u[xi*nu:], g.cin, w.tin[xi*ld:], cs, 0, w.tout[xi*ld:], cs, false)
+			Sgemm(false, false, g.cout, ld, g.cin, 1, u[xi*nu:], g.cin, w.tin[xi*ld:], cs, 0, w.tout[xi*ld:], cs, false)
 		case stageInputGrad:
-			gemm(true, false, g.cin, ld, g.cout, 1, u[xi*nu:], g.cin, w.tout[xi*ld:], cs, 0, w.tin[xi*ld:], cs, false)
+			Sgemm(true, false, g.cin, ld, g.cout, 1, u[xi*nu:], g.cin, w.tout[xi*ld:], cs, 0, w.tin[xi*ld:], cs, false)
 		case stageFilterGrad:
-			gemm(false, true, g.cout, g.cin, ld, 1, w.tout[xi*ld:], cs, w.tin[xi*ld:], cs, w.beta, u[xi*nu:], g.cin, false)
+			Sgemm(false, true, g.cout, g.cin, ld, 1, w.tout[xi*ld:], cs, w.tin[xi*ld:], cs, w.beta, u[xi*nu:], g.cin, false)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build openblas
 
-package nets
+package kernels
 
 import (
 	"fmt"
@@ -132,7 +132,7 @@ func TestOpenblasSgemmEmpty(t *testing.T) {
 }
 
 // TestOpenblasBetaZeroOverwritesNaN checks that beta = 0 ignores what C held, NaN included, as the
-// BLAS specification (and gemm's callers, which reuse buffers) require.
+// BLAS specification (and Sgemm's callers, which reuse buffers) require.
 func TestOpenblasBetaZeroOverwritesNaN(t *testing.T) {
 	a, b := []float32{1, 2, 3, 4}, []float32{1, 0, 0, 1}
 	c := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.NaN()), 5}

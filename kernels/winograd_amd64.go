@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-package nets
+package kernels
 
 import "golang.org/x/sys/cpu"
 

@@ -1,24 +1,26 @@
-package nets
+package kernels
 
 import (
+	"github.com/ssfusion/ssfusion/internal/parallel"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
-	G "gorgonia.org/gorgonia"
 )
 
-// gemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices, like BLAS Sgemm, where op
-// transposes when tA or tB is set; C is m×n and the inner dimension is k. When par is set the
-// work is split across cores; callers that are already parallel pass false.
+// Sgemm computes C = alpha·op(A)·op(B) + beta·C on row-major float32 matrices, like BLAS Sgemm,
+// where op transposes when tA or tB is set; C is m×n and the inner dimension is k. When par is
+// set the work is split across cores; callers that are already parallel pass false. With beta 0,
+// C is written without being read. Slices too short for their shapes and leading dimensions
+// panic.
 //
 // It goes, in order, to the register-blocked assembly kernels of sgemm.go when the CPU has AVX2
-// and FMA (6-12× the speed of the pure-Go paths on the shapes of these networks, see
+// and FMA (6-12× the speed of the pure-Go paths on the shapes of the networks, see
 // BenchmarkGemm), to an external BLAS when the build has one (sgemmExternal: the openblas build
 // tag), and otherwise to gemmGo. The kernels come first even in the openblas build because
-// single-threaded OpenBLAS ran at a third to a half of their speed on every shape measured here;
-// OpenBLAS serves CPUs without AVX2 and the one shape family the kernels decline: fewer rows than
-// a kernel tile with a transposed B (a matrix-vector product, 2× slower), where packing B costs
-// more than the product itself.
-func gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, par bool) {
+// single-threaded OpenBLAS runs at a third to a half of their speed on every shape of the
+// networks; OpenBLAS serves CPUs without AVX2 and the one shape family the kernels decline: fewer
+// rows than a kernel tile with a transposed B (a matrix-vector product, 2× slower), where packing
+// B costs more than the product itself.
+func Sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, par bool) {
 	if kern := fastKernel; kern != nil && !(tB && m < kern.mr) &&
 		sgemm(kern, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, par) {
 		return
@@ -26,31 +28,37 @@ func gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []flo
 	if sgemmExternal(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) {
 		return
 	}
-	gemmGo(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, par)
+	gemmGo(FallbackBLAS(), tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, par)
 }
 
-// gemmGo is gemm without the assembly kernels.
+// FallbackBLAS returns the BLAS whose Sgemm takes the products that neither the assembly kernels
+// nor the build's external BLAS take, and that the pure-Go row kernels do not suit. Package nets
+// points it at Gorgonia's BLAS, so that a BLAS installed with gorgonia.Use serves these products
+// as it serves Gorgonia's own. Set it before the first product (nets does so when it is
+// initialised): it is read, without locking, by every product that takes the pure-Go path.
+var FallbackBLAS = func() blas.Float32 { return gonum.Implementation{} }
+
+// gemmGo is Sgemm without the assembly kernels, on bl.
 //
-// With Gonum's pure-Go BLAS (Gorgonia's default) the shapes of these networks run 1.3-2× faster
-// as long row operations — one SIMD axpy over a whole row of C per element of A, or one dot
-// product per element of C — than through Gonum's Sgemm, which cuts every matrix into 64×64 blocks
-// and so calls its kernels on short vectors. Small shapes, and any other BLAS installed with
-// gorgonia.Use, go to Sgemm. When par is set the rows of C are split across cores.
-func gemmGo(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, par bool) {
-	bl := G.WhichBLAS()
+// With Gonum's pure-Go BLAS the shapes of the networks run 1.3-2× faster as long row operations
+// — one SIMD axpy over a whole row of C per element of A, or one dot product per element of C —
+// than through Gonum's Sgemm, which cuts every matrix into 64×64 blocks and so calls its kernels
+// on short vectors. Small shapes, and any other BLAS, go to bl.Sgemm. When par is set the rows of
+// C are split across cores.
+func gemmGo(bl blas.Float32, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, par bool) {
 	impl, native := bl.(gonum.Implementation)
 	switch {
 	case native && !tB && n >= 128:
 		rows := func(lo, hi int) { axpyRows(impl, tA, lo, hi, n, k, alpha, a, lda, b, ldb, beta, c, ldc) }
 		if par {
-			parallel(m, 4, func(_, lo, hi int) { rows(lo, hi) })
+			parallel.For(m, 4, func(_, lo, hi int) { rows(lo, hi) })
 		} else {
 			rows(0, m)
 		}
 	case native && !tA && tB && k >= 64:
 		rows := func(lo, hi int) { dotRows(impl, lo, hi, n, k, alpha, a, lda, b, ldb, beta, c, ldc) }
 		if par {
-			parallel(m, 4, func(_, lo, hi int) { rows(lo, hi) })
+			parallel.For(m, 4, func(_, lo, hi int) { rows(lo, hi) })
 		} else {
 			rows(0, m)
 		}

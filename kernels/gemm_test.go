@@ -1,4 +1,4 @@
-package nets
+package kernels
 
 import (
 	"fmt"
@@ -6,11 +6,12 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/ssfusion/ssfusion/internal/parallel"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// TestGemmMatchesSgemm compares gemm with Gonum's Sgemm over shapes that take each of its paths,
+// TestGemmMatchesSgemm compares Sgemm with Gonum's over shapes that take each of its paths,
 // with and without transposes, scaling and row splitting.
 func TestGemmMatchesSgemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
@@ -40,7 +41,7 @@ func TestGemmMatchesSgemm(t *testing.T) {
 						ar, ac, br, bc := storedShapes(tA, tB, m, n, k)
 						pa, pb := pad(a, ar, ac, lda), pad(b, br, bc, ldb)
 						got, want := pad(c, m, n, ldc), pad(c, m, n, ldc)
-						gemm(tA, tB, m, n, k, 1.5, pa, lda, pb, ldb, beta, got, ldc, par)
+						Sgemm(tA, tB, m, n, k, 1.5, pa, lda, pb, ldb, beta, got, ldc, par)
 						ta, tb := blas.NoTrans, blas.NoTrans
 						if tA {
 							ta = blas.Trans
@@ -58,9 +59,9 @@ func TestGemmMatchesSgemm(t *testing.T) {
 }
 
 // gemmBenchShapes are the products of a training step (batch 32 for the convolutional nets,
-// 20×35 tokens for the LSTM), with the par flag their ops pass: ResNet-20's first two stages and
-// VGG-16's 32×32 layers run one image per core (serial GEMMs), deeper layers group images side
-// by side and split one GEMM across cores.
+// 20×35 tokens for the LSTM), with the par flag their callers pass: ResNet-20's first two stages
+// and VGG-16's 32×32 layers run one image per core (serial GEMMs), deeper layers group images
+// side by side and split one GEMM across cores.
 var gemmBenchShapes = []struct {
 	name    string
 	tA, tB  bool
@@ -96,8 +97,8 @@ var gemmBenchShapes = []struct {
 	{"decoder-dw-10000x200x700", true, false, 10000, 200, 700, true},
 }
 
-// BenchmarkGemm times every product of gemmBenchShapes with the pure-Go paths of gemm ("go",
-// what gemm ran before the assembly kernels), Gonum's Sgemm, and each assembly kernel this CPU
+// BenchmarkGemm times every product of gemmBenchShapes with the pure-Go paths of Sgemm ("go",
+// what Sgemm runs without an assembly kernel), Gonum's Sgemm, and each assembly kernel this CPU
 // runs, and reports GFLOP/s (2·m·n·k per product).
 func BenchmarkGemm(b *testing.B) {
 	r := rand.New(rand.NewPCG(3, 4))
@@ -115,7 +116,7 @@ func BenchmarkGemm(b *testing.B) {
 		}
 		b.Run(c.name+"/go", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				gemmGo(c.tA, c.tB, c.m, c.n, c.k, 1, a, lda, bb, ldb, 0, cc, c.n, c.par)
+				gemmGo(gonum.Implementation{}, c.tA, c.tB, c.m, c.n, c.k, 1, a, lda, bb, ldb, 0, cc, c.n, c.par)
 			}
 			flops(b)
 		})
@@ -271,7 +272,7 @@ func TestSgemmKernelsMatchReference(t *testing.T) {
 	}
 }
 
-// TestGemmFallbackMatchesReference checks the pure-Go paths gemm takes without an assembly
+// TestGemmFallbackMatchesReference checks the pure-Go paths Sgemm takes without an assembly
 // kernel (other architectures, other CPUs).
 func TestGemmFallbackMatchesReference(t *testing.T) {
 	if sgemm(nil, false, false, 2, 2, 2, 1, make([]float32, 4), 2, make([]float32, 4), 2, 0, make([]float32, 4), 2, false) {
@@ -284,7 +285,7 @@ func TestGemmFallbackMatchesReference(t *testing.T) {
 			beta := []float32{0, 1, 0.5}[(si+combo)%3]
 			g := newGemmCase(r, tA, tB, sh[0], sh[1], sh[2], combo, 1.25, beta)
 			got := append([]float32(nil), g.c...)
-			gemmGo(tA, tB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, got, g.ldc, si%2 == 0)
+			gemmGo(gonum.Implementation{}, tA, tB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, got, g.ldc, si%2 == 0)
 			g.check(t, "fallback", got)
 		}
 	}
@@ -328,7 +329,7 @@ func TestSgemmSpecialCases(t *testing.T) {
 	}
 }
 
-// TestGemmNoAllocs checks that the steady state of gemm allocates nothing on one goroutine
+// TestGemmNoAllocs checks that the steady state of Sgemm allocates nothing on one goroutine
 // (packing buffers come from a pool); split across goroutines it allocates only what starting
 // them takes.
 func TestGemmNoAllocs(t *testing.T) {
@@ -347,12 +348,12 @@ func TestGemmNoAllocs(t *testing.T) {
 			if tA {
 				lda = m
 			}
-			serial := testing.AllocsPerRun(20, func() { gemm(tA, false, m, n, k, 1, a, lda, b, n, 0, c, n, false) })
+			serial := testing.AllocsPerRun(20, func() { Sgemm(tA, false, m, n, k, 1, a, lda, b, n, 0, c, n, false) })
 			if serial != 0 {
 				t.Errorf("%v tA=%v: %v allocations per serial call, want 0", sh, tA, serial)
 			}
-			split := testing.AllocsPerRun(20, func() { gemm(tA, false, m, n, k, 1, a, lda, b, n, 0, c, n, true) })
-			if split > 4*float64(workers()) {
+			split := testing.AllocsPerRun(20, func() { Sgemm(tA, false, m, n, k, 1, a, lda, b, n, 0, c, n, true) })
+			if split > 4*float64(parallel.Workers()) {
 				t.Errorf("%v tA=%v: %v allocations per parallel call", sh, tA, split)
 			}
 		}

@@ -1,5 +1,5 @@
 //go:build !race
 
-package nets
+package kernels
 
 const raceEnabled = false

@@ -1,0 +1,149 @@
+// Package parallel splits loops over [0, n) across goroutines, for the compute kernels
+// (package kernels) and the Gorgonia ops of package nets, which share it so that both split
+// their work the same way: as many goroutines as GOMAXPROCS allows, the caller's among them.
+//
+// A panic in any piece is re-raised on the calling goroutine once every piece has stopped, so
+// that the caller can recover it where it would have recovered a panic of a serial loop (the
+// ops turn it into an error).
+package parallel
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Workers is the number of goroutines work is split across.
+func Workers() int { return runtime.GOMAXPROCS(0) }
+
+// chunks is the number of pieces For splits n items into.
+func chunks(n, minPerChunk int) int {
+	w := Workers()
+	if minPerChunk < 1 {
+		minPerChunk = 1
+	}
+	if m := n / minPerChunk; m < w {
+		w = m
+	}
+	return max(w, 1)
+}
+
+// For runs fn over [0, n) split into at most Workers() contiguous pieces of at least
+// minPerChunk items each (a single piece when n is smaller); chunk is the index of the piece, so
+// that fn can use per-chunk scratch space prepared beforehand. A single piece runs inline;
+// otherwise the calling goroutine runs the first piece itself.
+func For(n, minPerChunk int, fn func(chunk, lo, hi int)) {
+	w := chunks(n, minPerChunk)
+	if w == 1 {
+		fn(0, 0, n)
+		return
+	}
+	j := &forJob{fn: fn}
+	j.wg.Add(w - 1)
+	for c := 1; c < w; c++ {
+		go j.run(c, c*n/w, (c+1)*n/w)
+	}
+	j.do(0, 0, n/w)
+	j.wg.Wait()
+	if j.perr != nil {
+		panic(j.perr) // re-raised on the caller's goroutine
+	}
+}
+
+// forJob is what the goroutines of one For call share: one allocation per call, where closures
+// over the same variables took one per variable and goroutine.
+type forJob struct {
+	fn   func(chunk, lo, hi int)
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	perr any
+}
+
+func (j *forJob) run(c, lo, hi int) {
+	defer j.wg.Done()
+	j.do(c, lo, hi)
+}
+
+// do runs one piece, keeping a panic for the caller.
+func (j *forJob) do(c, lo, hi int) {
+	defer func() {
+		if r := recover(); r != nil {
+			j.mu.Lock()
+			j.perr = r
+			j.mu.Unlock()
+		}
+	}()
+	j.fn(c, lo, hi)
+}
+
+// Dynamic runs fn over [0, n) cut into pieces contiguous ranges (fewer when n is smaller), which
+// min(Workers(), pieces) goroutines, the caller's among them, take one after another as they
+// finish the previous one. worker (below DynamicWorkers(n, pieces)) names the goroutine, for
+// per-goroutine scratch space; piece names the range, for results that must not depend on which
+// goroutine ran it. On a machine shared with other processes one core often runs at a fraction of
+// the other's speed, and For's fixed halves then wait for the slower one; here the faster core
+// takes more pieces.
+func Dynamic(n, pieces int, fn func(worker, piece, lo, hi int)) {
+	pieces = min(pieces, n)
+	if pieces <= 0 {
+		return
+	}
+	w := min(Workers(), pieces)
+	if w == 1 {
+		for p := 0; p < pieces; p++ {
+			fn(0, p, p*n/pieces, (p+1)*n/pieces)
+		}
+		return
+	}
+	j := &dynamicJob{n: n, pieces: pieces, fn: fn}
+	j.wg.Add(w - 1)
+	for i := 1; i < w; i++ {
+		go j.runAndDone(i)
+	}
+	j.run(0)
+	j.wg.Wait()
+	if j.perr != nil {
+		panic(j.perr) // re-raised on the caller's goroutine
+	}
+}
+
+// dynamicJob is what the goroutines of one Dynamic call share: one allocation per call, where
+// closures over the same variables took one per variable and goroutine.
+type dynamicJob struct {
+	n, pieces int
+	fn        func(worker, piece, lo, hi int)
+	next      atomic.Int64
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	perr      any
+}
+
+func (j *dynamicJob) runAndDone(worker int) {
+	defer j.wg.Done()
+	j.run(worker)
+}
+
+// run takes pieces until none is left, keeping a panic for the caller.
+func (j *dynamicJob) run(worker int) {
+	defer func() {
+		if r := recover(); r != nil {
+			j.mu.Lock()
+			j.perr = r
+			j.mu.Unlock()
+			j.next.Store(int64(j.pieces)) // the others stop after their current piece
+		}
+	}()
+	for {
+		p := int(j.next.Add(1) - 1)
+		if p >= j.pieces {
+			return
+		}
+		j.fn(worker, p, p*j.n/j.pieces, (p+1)*j.n/j.pieces)
+	}
+}
+
+// DynamicWorkers is the number of goroutines Dynamic runs for n items in the given number of
+// pieces, so that per-goroutine scratch space can be prepared beforehand.
+func DynamicWorkers(n, pieces int) int {
+	return max(1, min(Workers(), pieces, n))
+}
