@@ -47,8 +47,9 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// JobBar shows the progress of a sweep of jobs on w: a bar when w is a terminal, a line
-// per job otherwise.
+// JobBar shows the progress of a sweep of jobs on w: a bar when w is a terminal; otherwise
+// a line when the sweep starts, so that a log shows it under way before its first job
+// ends, and a line per job.
 type JobBar struct {
 	w    io.Writer
 	bar  *progressbar.ProgressBar // nil when w is no terminal
@@ -62,6 +63,8 @@ func NewJobBar(w io.Writer, jobs int, what string) *JobBar {
 		b.bar = progressbar.NewOptions(jobs, progressbar.OptionSetWriter(w), progressbar.OptionSetItsString("job"),
 			progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true), progressbar.OptionSetWidth(20),
 			progressbar.OptionThrottle(200*time.Millisecond))
+	} else {
+		fmt.Fprintf(w, "%s: %d jobs to run\n", what, jobs)
 	}
 	return b
 }

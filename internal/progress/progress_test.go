@@ -34,14 +34,15 @@ func TestTerminalNeedsATerminal(t *testing.T) {
 	}
 }
 
-// TestJobBarWritesALineAJobElsewhere: away from a terminal, each job done is a line.
+// TestJobBarWritesALineAJobElsewhere: away from a terminal, the start and each job done
+// are a line.
 func TestJobBarWritesALineAJobElsewhere(t *testing.T) {
 	var out bytes.Buffer
 	b := NewJobBar(&out, 2, "simulation")
 	b.Progress(1, 2, "resnet50, 10Gbit, dense, 8 workers")
 	b.Progress(2, 2, "resnet50, 10Gbit, dense, 16 workers")
 	b.Finish()
-	want := "simulation 1/2 done: resnet50, 10Gbit, dense, 8 workers\nsimulation 2/2 done: resnet50, 10Gbit, dense, 16 workers\n"
+	want := "simulation: 2 jobs to run\nsimulation 1/2 done: resnet50, 10Gbit, dense, 8 workers\nsimulation 2/2 done: resnet50, 10Gbit, dense, 16 workers\n"
 	if out.String() != want {
 		t.Errorf("wrote %q, want %q", out.String(), want)
 	}
