@@ -97,43 +97,30 @@ func TestPerTensorAggregates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		residual := make([][][]float32, world)
-		for r := range residual {
-			residual[r] = make([][]float32, len(sizes))
-			for i, n := range sizes {
-				residual[r][i] = make([]float32, n)
-			}
+		groups := [][]int{{0}, {1}, {2}, {3}}
+		want := pipelinetest.TopKReference(world, steps, sizes, grads, groups, density, feedback)
+		if err := pipelinetest.CheckReference(res, want, 1e-6); err != nil {
+			t.Errorf("error feedback %v: %v", feedback, err)
 		}
-		for s := range steps {
-			want := make([][]float64, len(sizes))
-			for i := range want {
-				want[i] = make([]float64, sizes[i])
-			}
-			for r := range world {
-				g := grads(r, s)
-				for i := range sizes {
-					acc := residual[r][i]
-					if !feedback {
-						clear(acc)
-					}
-					for j := range acc {
-						acc[j] += g[i][j]
-					}
-					for _, j := range sortTopK(acc, compress.KFor(sizes[i], density)) {
-						want[i][j] += float64(acc[j]) / world
-						acc[j] = 0
-					}
-				}
-			}
-			for r := range world {
-				for i := range sizes {
-					for j, w := range want[i] {
-						if got := res[r].Grads[s][i][j]; math.Abs(float64(got)-w) > 1e-6 {
-							t.Fatalf("error feedback %v: rank %d step %d tensor %d[%d]: %g, want %g", feedback, r, s, i, j, got, w)
-						}
-					}
-				}
-			}
+	}
+}
+
+// TestMultiTensorAggregates compares multi-tensor sparsification with a direct
+// computation: with every tensor in one fusion buffer, every rank's top k of the whole
+// buffer's error-fed gradient, k set by the buffer's size, averaged.
+func TestMultiTensorAggregates(t *testing.T) {
+	sizes := []int{500, 3, 5000, 40}
+	grads := pipelinetest.Normal(sizes, []float32{1, 10, 0.1, 1})
+	const world, steps, density = 3, 4, 0.02
+	for _, feedback := range []bool{true, false} {
+		cfg := compress.Config{Density: density, Selector: "topk", NoErrorFeedback: !feedback}
+		res, err := pipelinetest.Run(world, sizes, nil, steps, grads, sparseFactory("multitensor", 1<<20, cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pipelinetest.TopKReference(world, steps, sizes, grads, [][]int{{0, 1, 2, 3}}, density, feedback)
+		if err := pipelinetest.CheckReference(res, want, 1e-6); err != nil {
+			t.Errorf("error feedback %v: %v", feedback, err)
 		}
 	}
 }
@@ -175,26 +162,6 @@ func TestNoErrorFeedbackForgets(t *testing.T) {
 			}
 		}
 	}
-}
-
-// sortTopK is the reference selection: the k largest magnitudes by sorting, ties to the
-// lower index.
-func sortTopK(g []float32, k int) []int {
-	idx := make([]int, len(g))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		x, y := math.Abs(float64(g[a])), math.Abs(float64(g[b]))
-		switch {
-		case x > y:
-			return -1
-		case x < y:
-			return 1
-		}
-		return 0
-	})
-	return idx[:k]
 }
 
 // TestSparseRanksAgree: every rank must end each step with bit-identical gradients, or

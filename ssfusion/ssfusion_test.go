@@ -485,3 +485,36 @@ func TestMomentumCorrectionReachesDenseTensors(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchesTopKReference compares SSFusion's aggregates with a direct computation: the
+// tensors it sparsifies each select their own top k of the error-fed gradient, as
+// per-tensor sparsification does, and the others arrive as the exact average. With a
+// threshold of 0 no tensor stays dense, and SSFusion is per-tensor sparsification.
+func TestMatchesTopKReference(t *testing.T) {
+	sizes := []int{4000, 16, 3000, 9, 5000}
+	grads := pipelinetest.Normal(sizes, []float32{1, 10, 0.1, 1, 1})
+	const world, steps, density = 3, 4, 0.01
+	for _, tc := range []struct {
+		name      string
+		threshold int
+		sparse    [][]int
+	}{
+		{"none dense", 0, [][]int{{0}, {1}, {2}, {3}, {4}}},
+		{"small ones dense", 1000, [][]int{{0}, {2}, {4}}},
+	} {
+		for _, v := range variants {
+			for _, feedback := range []bool{true, false} {
+				cfg := config(density, tc.threshold, v.offload, v.interleave)
+				cfg.NoErrorFeedback = !feedback
+				res, err := pipelinetest.Run(world, sizes, nil, steps, grads, factory(4*5000, cfg))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := pipelinetest.TopKReference(world, steps, sizes, grads, tc.sparse, density, feedback)
+				if err := pipelinetest.CheckReference(res, want, 1e-6); err != nil {
+					t.Errorf("%s, %s, error feedback %v: %v", tc.name, v.name, feedback, err)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// benchCommand matches a `go test ... -bench X` line of the docs: its packages and its
+// -bench pattern.
+var benchCommand = regexp.MustCompile(`^go test (.*?)-bench '?([^' ]+)'?`)
+
+// TestDocBenchmarksExist: every `go test -bench` command that the docs quote names at
+// least one benchmark in every package it lists, so that no quoted command silently runs
+// nothing after a benchmark moves.
+func TestDocBenchmarksExist(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the test binaries of the packages the docs name")
+	}
+	files, err := docFiles(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range docBenchCommands(string(text)) {
+			for _, pkg := range cmd.packages {
+				out, err := exec.Command("go", "test", "-list", cmd.pattern, pkg).CombinedOutput()
+				if err != nil {
+					t.Errorf("%s: go test -list %s %s: %v\n%s", f, cmd.pattern, pkg, err, out)
+					continue
+				}
+				if !strings.Contains(string(out), "Benchmark") {
+					t.Errorf("%s: `-bench %s` names no benchmark in %s", f, cmd.pattern, pkg)
+				}
+			}
+		}
+	}
+}
+
+// docBench is one quoted benchmark command.
+type docBench struct {
+	packages []string
+	pattern  string
+}
+
+// docBenchCommands finds the `go test -bench` commands of a Markdown text.
+func docBenchCommands(text string) []docBench {
+	var cmds []docBench
+	for _, line := range strings.Split(text, "\n") {
+		m := benchCommand.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		var pkgs []string
+		for _, field := range strings.Fields(line) {
+			if field == "." || strings.HasPrefix(field, "./") {
+				pkgs = append(pkgs, field)
+			}
+		}
+		// -list matches top-level names only: a sub-benchmark's pattern is cut at its /.
+		pattern, _, _ := strings.Cut(m[2], "/")
+		cmds = append(cmds, docBench{packages: pkgs, pattern: pattern})
+	}
+	return cmds
+}
+
+// TestDocBenchCommandsParse: the parser finds the packages and the pattern of a quoted
+// command, the pattern cut at a sub-benchmark.
+func TestDocBenchCommandsParse(t *testing.T) {
+	got := docBenchCommands("text\ngo test ./dist/tcp ./dist/shm -run XXX -bench 'AllReduce$|Shm' -count 5   # note\n" +
+		"go test -run '^$' -bench Simulator -benchtime 1x .\ngo test ./nets -run XXX -bench 'TrainStep/(vgg16)' -benchtime 3x\n")
+	if len(got) != 3 {
+		t.Fatalf("found %d commands, want 3: %+v", len(got), got)
+	}
+	if strings.Join(got[0].packages, " ") != "./dist/tcp ./dist/shm" || got[0].pattern != "AllReduce$|Shm" {
+		t.Errorf("first command: %+v", got[0])
+	}
+	if strings.Join(got[1].packages, " ") != "." || got[1].pattern != "Simulator" {
+		t.Errorf("second command: %+v", got[1])
+	}
+	if got[2].pattern != "TrainStep" {
+		t.Errorf("third command: pattern %q, want TrainStep", got[2].pattern)
+	}
+}
