@@ -25,6 +25,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/ssfusion/ssfusion/internal/faults"
 	"github.com/ssfusion/ssfusion/internal/provenance"
 	"github.com/ssfusion/ssfusion/nets"
 )
@@ -120,6 +121,13 @@ func newRootCommand() *cobra.Command {
 		Short:         "Data-parallel training with sparsified, fused gradient pipelines (SSFusion and rivals)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// A fault-injection plan that does not parse would otherwise arm nothing, silently.
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if err := faults.Check(); err != nil {
+				return usage(err)
+			}
+			return nil
+		},
 	}
 	// --version is ours rather than cobra's so that the provenance, which may ask git, is
 	// collected only when it is asked for, not in every worker process.

@@ -13,6 +13,7 @@ import (
 	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/dist/mpi"
 	"github.com/ssfusion/ssfusion/dist/tcp"
+	"github.com/ssfusion/ssfusion/internal/faults"
 	"github.com/ssfusion/ssfusion/internal/progress"
 	"github.com/ssfusion/ssfusion/trainer"
 )
@@ -40,7 +41,7 @@ func runWorker(ctx context.Context, cfg trainer.Config, env tcp.Config) error {
 		return err
 	}
 	env.BindAddr, env.Timeout, env.Bandwidth, env.Latency = cfg.BindAddr, cfg.Timeout, c.BitsPerSecond, c.Latency
-	comm, err := tcp.Dial(ctx, env)
+	comm, err := tcp.Dial(ctx, env, transportFaults()...)
 	if err != nil {
 		return fmt.Errorf("rank %d joining the job: %w", env.Rank, err)
 	}
@@ -126,4 +127,20 @@ func runInProc(ctx context.Context, cfg trainer.Config) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// transportFaults arms the transports' fault points that SSF_FAULT names in this process:
+// a crash or stop happens inside the transport, at the point; an error breaks the
+// communicator as a crashed peer would.
+func transportFaults() []dist.Option {
+	var armed bool
+	for p := dist.FaultBeforeSend; p <= dist.FaultShmStep; p++ {
+		armed = armed || faults.Armed(p.String())
+	}
+	if !armed {
+		return nil
+	}
+	return []dist.Option{dist.WithFaultHook(func(ev dist.FaultEvent) bool {
+		return faults.At(ev.Point.String(), "") != nil
+	})}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ssfusion/ssfusion/internal/faults"
 	"github.com/ssfusion/ssfusion/trainer"
 	"go.yaml.in/yaml/v3"
 )
@@ -61,6 +62,9 @@ func (r Runner) Run(ctx context.Context, cells []Cell) (ran int, err error) {
 			return ran, fmt.Errorf("cell %s (%d of %d): %w", cell.Name, i+1, len(cells), err)
 		}
 		ran++
+		if err := faults.At(faults.CellDone, ""); err != nil {
+			return ran, fmt.Errorf("after cell %s: %w", cell.Name, err)
+		}
 	}
 	return ran, nil
 }

@@ -74,7 +74,7 @@ func writeCheckpoint(t *testing.T, cfg trainer.Config) {
 	if err := os.MkdirAll(filepath.Join(cfg.Out, "checkpoint"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	body, err := json.Marshal(map[string]any{"version": 1, "step": 2, "world": cfg.Workers, "config": cfg, "results_version": trainer.ResultsVersion})
+	body, err := trainer.CheckpointManifest(cfg, 2, cfg.Workers)
 	if err != nil {
 		t.Fatal(err)
 	}

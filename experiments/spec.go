@@ -64,6 +64,7 @@ import (
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
+	"github.com/ssfusion/ssfusion/internal/atomicfile"
 	"github.com/ssfusion/ssfusion/trainer"
 	"go.yaml.in/yaml/v3"
 )
@@ -637,7 +638,8 @@ func (s *Spec) SetBase(key string, value any) {
 }
 
 // SaveSpec copies the experiment file at path into dir as experiment.yaml, so that the
-// results can be redrawn (`plot DIR`) without the original file.
+// results can be redrawn (`plot DIR`) without the original file. It first clears the
+// temporary files that a run killed while it wrote into dir left behind.
 func SaveSpec(path, dir string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -645,6 +647,9 @@ func SaveSpec(path, dir string) error {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating the experiment's folder: %w", err)
+	}
+	if _, err := atomicfile.RemoveStale(dir); err != nil {
+		return err
 	}
 	return trainer.WriteFileAtomic(filepath.Join(dir, SpecFile), data)
 }

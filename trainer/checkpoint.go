@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,11 +25,20 @@ import (
 // written its file and which alone says which step to resume from. Files of other steps are
 // removed only after latest.json has moved on, so an interruption at any point leaves one
 // complete checkpoint behind.
+//
+// Both kinds of file carry a CRC-32C of their contents (a rank file in an 8-byte trailer,
+// latest.json in its checksum field), so that a file damaged on disk is refused by name
+// rather than resumed from: a flipped bit in a parameter would otherwise go unnoticed.
 const (
 	checkpointDir     = "checkpoint"
 	checkpointLatest  = "latest.json"
-	checkpointVersion = 1
+	checkpointVersion = 2
 )
+
+// rankTrailer opens the trailer of a rank file, before the CRC-32C of what precedes it.
+const rankTrailer = "SSFc"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // manifest is latest.json.
 type manifest struct {
@@ -39,6 +49,53 @@ type manifest struct {
 	Changes []ConfigChange `json:"changes,omitempty"` // earlier resumptions under changed settings
 	// ResultsVersion is the ResultsVersion of the build that wrote the checkpoint.
 	ResultsVersion int `json:"results_version"`
+	// Checksum is the CRC-32C, in hex, of the manifest encoded with Checksum empty.
+	Checksum string `json:"checksum"`
+}
+
+// CheckpointManifest returns the latest.json that a checkpoint of cfg, written by world
+// ranks after step, holds: what HasCheckpoint and ReadCheckpointConfig read. Tests of code
+// that decides whether to resume use it to fabricate a checkpoint without training.
+func CheckpointManifest(cfg Config, step, world int) ([]byte, error) {
+	return manifest{Version: checkpointVersion, Step: step, World: world, Config: cfg, ResultsVersion: ResultsVersion}.encode()
+}
+
+// encode returns latest.json's bytes, checksum included.
+func (m manifest) encode() ([]byte, error) {
+	m.Checksum = ""
+	js, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	m.Checksum = fmt.Sprintf("%08x", crc32.Checksum(js, castagnoli))
+	if js, err = json.MarshalIndent(m, "", "  "); err != nil {
+		return nil, err
+	}
+	return append(js, '\n'), nil
+}
+
+// intact reports whether m's checksum matches its contents.
+func (m manifest) intact() bool {
+	sum := m.Checksum
+	m.Checksum = ""
+	js, err := json.MarshalIndent(m, "", "  ")
+	return err == nil && sum == fmt.Sprintf("%08x", crc32.Checksum(js, castagnoli))
+}
+
+// sealRankFile appends the trailer to a rank file's bytes.
+func sealRankFile(data []byte) []byte {
+	data = append(data, rankTrailer...)
+	return binary.LittleEndian.AppendUint32(data, crc32.Checksum(data[:len(data)-len(rankTrailer)], castagnoli))
+}
+
+// openRankFile checks a rank file's trailer and returns what precedes it.
+func openRankFile(data []byte) ([]byte, bool) {
+	n := len(data) - len(rankTrailer) - 4
+	if n < 0 || string(data[n:n+len(rankTrailer)]) != rankTrailer {
+		return nil, false
+	}
+	body := data[:n]
+	return body, crc32.Checksum(body, castagnoli) == binary.LittleEndian.Uint32(data[n+len(rankTrailer):])
 }
 
 // rankCheckpoint is what one rank saves.
@@ -95,6 +152,9 @@ func readManifest(dir string) (*manifest, error) {
 	if m.Version != checkpointVersion {
 		return nil, fmt.Errorf("checkpoint %s has version %d, this program reads version %d", path, m.Version, checkpointVersion)
 	}
+	if !m.intact() {
+		return nil, fmt.Errorf("checkpoint %s is damaged: its checksum does not match its contents (remove %s to start afresh)", path, filepath.Dir(path))
+	}
 	if m.Step <= 0 || m.World <= 0 {
 		return nil, fmt.Errorf("checkpoint %s names step %d of %d ranks: not a checkpoint", path, m.Step, m.World)
 	}
@@ -129,18 +189,18 @@ func (r *run) writeCheckpoint() error {
 	if err := os.MkdirAll(filepath.Join(r.cfg.Out, checkpointDir), 0o755); err != nil {
 		return fmt.Errorf("creating the checkpoint folder: %w", err)
 	}
-	if err := WriteFileAtomic(rankFile(r.cfg.Out, r.step, r.rank), buf.Bytes()); err != nil {
+	if err := WriteFileAtomic(rankFile(r.cfg.Out, r.step, r.rank), sealRankFile(buf.Bytes())); err != nil {
 		return err
 	}
 	if err := r.barrier("every rank wrote its checkpoint"); err != nil {
 		return err
 	}
 	if r.rank == 0 {
-		js, err := json.MarshalIndent(manifest{Version: checkpointVersion, Step: r.step, World: r.world, Config: *r.cfg, Changes: r.changes, ResultsVersion: ResultsVersion}, "", "  ")
+		js, err := manifest{Version: checkpointVersion, Step: r.step, World: r.world, Config: *r.cfg, Changes: r.changes, ResultsVersion: ResultsVersion}.encode()
 		if err != nil {
 			return fmt.Errorf("encoding %s: %w", checkpointLatest, err)
 		}
-		if err := WriteFileAtomic(filepath.Join(r.cfg.Out, checkpointDir, checkpointLatest), append(js, '\n')); err != nil {
+		if err := WriteFileAtomic(filepath.Join(r.cfg.Out, checkpointDir, checkpointLatest), js); err != nil {
 			return err
 		}
 	}
@@ -286,8 +346,12 @@ func (r *run) restore(step int) error {
 	if err != nil {
 		return fmt.Errorf("reading checkpoint: %w", err)
 	}
+	body, ok := openRankFile(data)
+	if !ok {
+		return fmt.Errorf("checkpoint %s is damaged: its checksum does not match its contents (remove %s to start afresh)", path, filepath.Dir(path))
+	}
 	var ck rankCheckpoint
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&ck); err != nil {
+	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&ck); err != nil {
 		return fmt.Errorf("reading checkpoint %s: %w", path, err)
 	}
 	if ck.Version != checkpointVersion || ck.Step != step || ck.Rank != r.rank || ck.World != r.world {

@@ -1,11 +1,13 @@
 package trainer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -136,17 +138,42 @@ func TestResumeErrors(t *testing.T) {
 		len(sum.ConfigChanges[0].Changed) != 1 || !strings.HasPrefix(sum.ConfigChanges[0].Changed[0], "lr: ") {
 		t.Errorf("config changes %+v, config lr %g: want one change of lr at step 2", sum.ConfigChanges, sum.Config.LR)
 	}
-	// A damaged rank file is an error naming it, not a panic.
+	// A damaged file, down to one flipped bit in a parameter or in latest.json, is an
+	// error naming it, not a panic or a resumption from wrong values.
 	files, _ := filepath.Glob(filepath.Join(cfg.Out, checkpointDir, "step-*.gob"))
 	if len(files) != 1 {
 		t.Fatalf("checkpoint files %v, want exactly one", files)
 	}
-	if err := os.WriteFile(files[0], []byte("garbage"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c = cfg
-	c.Resume = cfg.Out
-	if _, err := Run(context.Background(), c, Options{}); err == nil || !strings.Contains(err.Error(), files[0]) {
-		t.Errorf("damaged checkpoint: error %v, want one naming %s", err, files[0])
+	latest := filepath.Join(cfg.Out, checkpointDir, checkpointLatest)
+	for _, tc := range []struct {
+		name, file string
+		damage     func([]byte) []byte
+	}{
+		{"garbage", files[0], func([]byte) []byte { return []byte("garbage") }},
+		{"flipped bit", files[0], func(b []byte) []byte { b[len(b)/2] ^= 4; return b }},
+		{"truncated", files[0], func(b []byte) []byte { return b[:len(b)-3] }},
+		{"flipped bit in latest.json", latest, func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"seed": 1`, `"seed": 3`, 1))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			good, err := os.ReadFile(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.WriteFile(tc.file, good, 0o644)
+			bad := tc.damage(slices.Clone(good))
+			if bytes.Equal(bad, good) {
+				t.Fatal("the damage changed nothing")
+			}
+			if err := os.WriteFile(tc.file, bad, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c := cfg
+			c.Resume = cfg.Out
+			if _, err := Run(context.Background(), c, Options{}); err == nil || !strings.Contains(err.Error(), tc.file) || !strings.Contains(err.Error(), "damaged") {
+				t.Errorf("error %v, want one naming %s as damaged", err, tc.file)
+			}
+		})
 	}
 }

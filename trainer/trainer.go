@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/dist"
+	"github.com/ssfusion/ssfusion/internal/atomicfile"
 	"github.com/ssfusion/ssfusion/internal/provenance"
 	"github.com/ssfusion/ssfusion/internal/tensorboard"
 	"github.com/ssfusion/ssfusion/nets"
@@ -58,6 +59,21 @@ func CheckOut(dir string) error {
 	name := f.Name()
 	f.Close()
 	return os.Remove(name)
+}
+
+// removeStale removes the temporary files that a run killed while writing its results or
+// a checkpoint left in out.
+func removeStale(out string, logf func(string, ...any)) error {
+	for _, dir := range []string{out, filepath.Join(out, checkpointDir)} {
+		removed, err := atomicfile.RemoveStale(dir)
+		if err != nil {
+			return err
+		}
+		for _, f := range removed {
+			logf("removed %s, which a run killed while it wrote left behind", f)
+		}
+	}
+	return nil
 }
 
 // DefaultOut is where a run writes when --out is not given: results/train/<run>/.
@@ -99,6 +115,12 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Summary, error) {
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
+	}
+	if opts.Comm == nil || opts.Comm.Rank() == 0 {
+		// Before the first collective, so before any other rank can write here.
+		if err := removeStale(cfg.Out, opts.Logf); err != nil {
+			return nil, err
+		}
 	}
 	r, err := newRun(&cfg, opts)
 	if err != nil {
