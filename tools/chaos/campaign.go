@@ -39,7 +39,8 @@ type outcome struct {
 type campaign struct {
 	job       job
 	dir       string
-	reference map[setup]string // the parameter checksum of a run without faults, by setup
+	reference map[setup]string            // the parameter checksum of a run without faults, by setup
+	cells     map[setup]map[string]string // the checksums of an experiment's cells run without faults
 	logf      func(format string, args ...any)
 }
 
@@ -118,6 +119,17 @@ func (c *campaign) run(ctx context.Context, t trial) outcome {
 	}
 	defer cleanup()
 
+	if t.kind == kindRunner {
+		c.runExperiment(t, dir, &o, fail)
+		if extra := outside(dir); len(extra) > 0 {
+			fail("files outside the results: %s", strings.Join(extra, ", "))
+		}
+		o.verdict = failedCleanly
+		if len(o.problems) > 0 {
+			o.verdict = violated
+		}
+		return o
+	}
 	fatal, detect := c.inject(t, dir, &o, fail)
 	o.detect = detect
 
@@ -447,4 +459,128 @@ func build(root, dir string) (string, error) {
 		return "", fmt.Errorf("building ssfusion: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// experimentFile writes the experiment of runner trials for setup s into the campaign's
+// folder and returns its path.
+func (c *campaign) experimentFile(s setup) (string, error) {
+	path := filepath.Join(c.dir, fmt.Sprintf("chaos-%s-%d.yaml", s.transport, s.workers))
+	spec := fmt.Sprintf("name: chaos\nbase: {model: mlp, dataset: synthetic, workers: %d, max-steps: %d, checkpoint-every: %d, log-every: 1, eval-samples: 64, timeout: %s}\nmatrix: {pipeline: [dense, ssfusion]}\n",
+		s.workers, c.job.steps/2, c.job.every, c.job.timeout)
+	return path, os.WriteFile(path, []byte(spec), 0o644)
+}
+
+// runExperiment runs trial t's experiment with its fault in the runner, checks that the
+// runner failed and left nothing half-written, reruns it, and checks that every cell
+// ends as in a run without the fault and the report is whole.
+func (c *campaign) runExperiment(t trial, dir string, o *outcome, fail func(string, ...any)) {
+	spec, err := c.experimentFile(t.setup)
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	args := []string{"run", spec, "--results", "out"}
+	want, err := c.experimentChecksums(t.setup, spec)
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	r, err := start(dir, c.job.bin, args, append(t.setup.env(), "SSF_FAULT="+t.fault), "")
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	if err := r.wait(c.job.trialTime); err != nil {
+		fail("the experiment: %v", err)
+	}
+	if at, ok := r.firstLine("fault: "); ok && r.exitCode() != 0 {
+		o.detect = r.ended.Sub(at)
+	}
+	if r.exitCode() == 0 {
+		fail("the experiment finished though its runner crashed:\n%s", tail(r.output(), 6))
+	}
+	if !r.groupGone() {
+		fail("processes of the experiment are still running")
+	}
+	out := filepath.Join(dir, "out")
+	for _, p := range halfWritten(out) {
+		fail("half-written: %s", p)
+	}
+	rerun, err := start(dir, c.job.bin, args, t.setup.env(), "")
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	if err := rerun.wait(c.job.trialTime); err != nil || rerun.exitCode() != 0 {
+		fail("the rerun failed (%v, exit %d):\n%s", err, rerun.exitCode(), tail(rerun.output(), 6))
+	}
+	got, err := cellChecksums(filepath.Join(out, "chaos"))
+	if err != nil {
+		fail("%v", err)
+	}
+	for cell, sum := range want {
+		if got[cell] != sum {
+			fail("cell %s ends with parameters %s, want %s as without the fault", cell, got[cell], sum)
+		}
+	}
+	if report, err := os.ReadFile(filepath.Join(out, "chaos", "report.md")); err != nil || !strings.Contains(string(report), "pipeline-ssfusion") {
+		fail("the report after the rerun is missing or incomplete: %v", err)
+	}
+	for _, p := range halfWritten(out) {
+		fail("half-written after the rerun: %s", p)
+	}
+	if stale := temporaryFiles(out); len(stale) > 0 {
+		fail("temporary files left after the rerun: %s", strings.Join(stale, ", "))
+	}
+}
+
+// experimentChecksums runs s's experiment without faults, once, and returns its cells'
+// parameter checksums.
+func (c *campaign) experimentChecksums(s setup, spec string) (map[string]string, error) {
+	if sums, ok := c.cells[s]; ok {
+		return sums, nil
+	}
+	dir, err := os.MkdirTemp(c.dir, "reference-")
+	if err != nil {
+		return nil, err
+	}
+	r, err := start(dir, c.job.bin, []string{"run", spec, "--results", "out"}, s.env(), "")
+	if err != nil {
+		return nil, err
+	}
+	if err := r.wait(c.job.trialTime); err != nil || r.exitCode() != 0 {
+		return nil, fmt.Errorf("the reference experiment (%s) failed: %v %v\n%s", s, err, r.err, tail(r.output(), 8))
+	}
+	sums, err := cellChecksums(filepath.Join(dir, "out", "chaos"))
+	if err != nil {
+		return nil, err
+	}
+	if c.cells == nil {
+		c.cells = map[setup]map[string]string{}
+	}
+	c.cells[s] = sums
+	return sums, nil
+}
+
+// cellChecksums reads the parameter checksum of every cell of an experiment's folder.
+func cellChecksums(dir string) (map[string]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	sums := map[string]string{}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		sum, err := finalChecksum(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		sums[e.Name()] = sum
+	}
+	if len(sums) == 0 {
+		return nil, fmt.Errorf("no cells in %s", dir)
+	}
+	return sums, nil
 }

@@ -11,8 +11,9 @@
 // frame (a crash at a transport's fault point: before a send, in the middle of a frame,
 // after a send, at a shared memory step), reset (a rank's connections drop there), write
 // (a crash while a checkpoint or result file is written), corrupt (a checkpoint file
-// truncated or with a bit flipped, then resumed from) and disk-full (results on a
-// file system too small; needs root to mount a tmpfs).
+// truncated or with a bit flipped, then resumed from), disk-full (results on a file
+// system too small; needs root to mount a tmpfs) and experiment (the runner of a 2-cell
+// experiment crashes after a cell or while it writes its report).
 //
 // Usage, from the repository's root:
 //

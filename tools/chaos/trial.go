@@ -18,19 +18,19 @@ import (
 
 // Kinds of fault a trial injects.
 const (
-	kindKill      = "kill"      // SIGKILL a worker mid-training
-	kindStop      = "stop"      // SIGSTOP a worker for longer than the timeout
-	kindSlow      = "slow"      // SIGSTOP a worker for a fraction of the timeout, then SIGCONT
-	kindFrame     = "frame"     // crash a worker at a transport fault point
-	kindReset     = "reset"     // a worker's connections drop at a transport fault point
-	kindWrite     = "write"     // crash a worker while it writes a checkpoint or a result
-	kindCorrupt   = "corrupt"   // damage a checkpoint file, then resume from it
-	kindDiskFull  = "disk-full" // the results' file system fills up
-	kindPartition = "partition" // reserved: a link cut between network namespaces
+	kindKill     = "kill"       // SIGKILL a worker mid-training
+	kindStop     = "stop"       // SIGSTOP a worker for longer than the timeout
+	kindSlow     = "slow"       // SIGSTOP a worker for a fraction of the timeout, then SIGCONT
+	kindFrame    = "frame"      // crash a worker at a transport fault point
+	kindReset    = "reset"      // a worker's connections drop at a transport fault point
+	kindWrite    = "write"      // crash a worker while it writes a checkpoint or a result
+	kindCorrupt  = "corrupt"    // damage a checkpoint file, then resume from it
+	kindDiskFull = "disk-full"  // the results' file system fills up
+	kindRunner   = "experiment" // crash the experiment runner between cells or in its report
 )
 
 // allKinds are the kinds a campaign draws from by default.
-var allKinds = []string{kindKill, kindStop, kindSlow, kindFrame, kindReset, kindWrite, kindCorrupt, kindDiskFull}
+var allKinds = []string{kindKill, kindStop, kindSlow, kindFrame, kindReset, kindWrite, kindCorrupt, kindDiskFull, kindRunner}
 
 // job is the training every trial runs: small enough for a trial to take seconds, long
 // enough to checkpoint several times.
@@ -107,6 +107,9 @@ func draw(seed uint64, id int, kinds []string, j job) trial {
 		t.what = fmt.Sprintf("rank %d killed after step %d, then a checkpoint file %s", t.rank, t.step, []string{"truncated", "with a bit flipped"}[rng.IntN(2)])
 	case kindDiskFull:
 		t.what = "results on a file system too small for a checkpoint"
+	case kindRunner:
+		t.fault = []string{"point=cell-done hit=1", "point=write-partial file=report.md", "point=write-before-rename file=report.md"}[rng.IntN(3)]
+		t.what = "the runner of a 2-cell experiment, " + strings.TrimPrefix(t.fault, "point=")
 	}
 	return t
 }
