@@ -130,8 +130,8 @@ func runInProc(ctx context.Context, cfg trainer.Config) error {
 }
 
 // transportFaults arms the transports' fault points that SSF_FAULT names in this process:
-// a crash or stop happens inside the transport, at the point; an error breaks the
-// communicator as a crashed peer would.
+// a crash or stop happens inside the transport, at the point; an error resets the rank's
+// connections there.
 func transportFaults() []dist.Option {
 	var armed bool
 	for p := dist.FaultBeforeSend; p <= dist.FaultShmStep; p++ {
@@ -140,7 +140,10 @@ func transportFaults() []dist.Option {
 	if !armed {
 		return nil
 	}
-	return []dist.Option{dist.WithFaultHook(func(ev dist.FaultEvent) bool {
-		return faults.At(ev.Point.String(), "") != nil
+	return []dist.Option{dist.WithFaultHook(func(ev dist.FaultEvent) dist.FaultAction {
+		if faults.At(ev.Point.String(), "") != nil {
+			return dist.FaultReset
+		}
+		return dist.FaultNone
 	})}
 }

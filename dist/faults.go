@@ -60,12 +60,37 @@ type FaultEvent struct {
 	N int
 }
 
+// FaultAction is what a fault hook makes a rank do at a fault point.
+type FaultAction uint8
+
+const (
+	// FaultNone: the rank goes on.
+	FaultNone FaultAction = iota
+	// FaultCrash: the rank crashes there: its connections drop without a goodbye or an
+	// abort, as if its process had died, and it sends nothing more; its own collectives
+	// end only when it is closed, as a dead process's never end.
+	FaultCrash
+	// FaultReset: the rank's connections are reset there, as when its network fails: it
+	// fails, naming itself, and so do its peers.
+	FaultReset
+)
+
 // FaultHook is called at every fault point of a job, on the transport's goroutines and
 // concurrently from several of them, so it must be safe for concurrent use. It may block
-// (holding the rank at that point) or record the event. It returns true to make the rank
-// crash there: its connections drop without a goodbye or an abort, as if its process had
-// died, and it sends nothing more.
-type FaultHook func(FaultEvent) (crash bool)
+// (holding the rank at that point) or record the event, and returns what the rank does.
+type FaultHook func(FaultEvent) FaultAction
+
+// CrashIf is FaultCrash when crash holds, else FaultNone: the return of a hook that
+// crashes a rank at one event.
+func CrashIf(crash bool) FaultAction {
+	if crash {
+		return FaultCrash
+	}
+	return FaultNone
+}
+
+// ErrReset is the cause a rank whose connections a fault hook reset fails with.
+var ErrReset = errors.New("connections reset at a fault point")
 
 // WithFaultHook installs the fault hook of a job; a test passes it to every rank.
 func WithFaultHook(h FaultHook) Option { return func(o *Options) { o.FaultHook = h } }

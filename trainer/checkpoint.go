@@ -67,19 +67,24 @@ func (m manifest) encode() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Checksum = fmt.Sprintf("%08x", crc32.Checksum(js, castagnoli))
-	if js, err = json.MarshalIndent(m, "", "  "); err != nil {
-		return nil, err
-	}
-	return append(js, '\n'), nil
+	js = append(js, '\n')
+	sum := fmt.Sprintf("%08x", crc32.Checksum(js, castagnoli))
+	return bytes.Replace(js, []byte(emptyChecksum), []byte(`"checksum": "`+sum+`"`), 1), nil
 }
 
-// intact reports whether m's checksum matches its contents.
-func (m manifest) intact() bool {
-	sum := m.Checksum
-	m.Checksum = ""
-	js, err := json.MarshalIndent(m, "", "  ")
-	return err == nil && sum == fmt.Sprintf("%08x", crc32.Checksum(js, castagnoli))
+// emptyChecksum is the checksum field of latest.json as its checksum is computed.
+const emptyChecksum = `"checksum": ""`
+
+// intact reports whether latest.json's bytes match their checksum: the CRC-32C of the
+// file with the checksum's value emptied. Any damage is caught, also one that leaves the
+// JSON meaning the same (a flipped letter case in a key).
+func intact(data []byte, m manifest) bool {
+	field := []byte(`"checksum": "` + m.Checksum + `"`)
+	if m.Checksum == "" || bytes.Count(data, field) != 1 {
+		return false
+	}
+	blank := bytes.Replace(data, field, []byte(emptyChecksum), 1)
+	return fmt.Sprintf("%08x", crc32.Checksum(blank, castagnoli)) == m.Checksum
 }
 
 // sealRankFile appends the trailer to a rank file's bytes.
@@ -152,7 +157,7 @@ func readManifest(dir string) (*manifest, error) {
 	if m.Version != checkpointVersion {
 		return nil, fmt.Errorf("checkpoint %s has version %d, this program reads version %d", path, m.Version, checkpointVersion)
 	}
-	if !m.intact() {
+	if !intact(data, m) {
 		return nil, fmt.Errorf("checkpoint %s is damaged: its checksum does not match its contents (remove %s to start afresh)", path, filepath.Dir(path))
 	}
 	if m.Step <= 0 || m.World <= 0 {

@@ -155,6 +155,10 @@ func TestResumeErrors(t *testing.T) {
 		{"flipped bit in latest.json", latest, func(b []byte) []byte {
 			return []byte(strings.Replace(string(b), `"seed": 1`, `"seed": 3`, 1))
 		}},
+		// JSON matches keys regardless of case, so this one decodes to the same manifest.
+		{"flipped case in latest.json", latest, func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"step"`, `"Step"`, 1))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			good, err := os.ReadFile(tc.file)

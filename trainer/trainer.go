@@ -198,6 +198,9 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 	if opts.Comm != nil {
 		rank, world = opts.Comm.Rank(), opts.Comm.Size()
 	}
+	if err := agreeOnJob(opts.Comm, *cfg); err != nil {
+		return nil, err
+	}
 	d, err := loadData(cfg, rank, world)
 	if err != nil {
 		return nil, err

@@ -550,3 +550,46 @@ func TestSaveBestKeepsTheBestEvaluation(t *testing.T) {
 		t.Logf("the best evaluation is the last; the test shows less than it could")
 	}
 }
+
+// TestRanksDisagreeingOnTheJobFail: ranks started with different result-shaping settings
+// all fail before training, with an error naming the rank that differs, its host and the
+// setting; settings that shape no result (where the outputs go, how often to log) may
+// differ.
+func TestRanksDisagreeingOnTheJobFail(t *testing.T) {
+	base := quick(t, "mlp", "synthetic", 3)
+	base.Workers = 3
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string // empty: the job runs
+	}{
+		{"learning rate", func(c *Config) { c.LR = 0.5 }, "rank 2 (on "},
+		{"log interval", func(c *Config) { c.LogEvery = 7 }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms := inproc.New(3)
+			errs := make([]error, 3)
+			var wg sync.WaitGroup
+			for r, comm := range comms {
+				cfg := base
+				cfg.Out = t.TempDir()
+				if r == 2 {
+					tc.change(&cfg)
+				}
+				wg.Go(func() {
+					defer comm.Close()
+					_, errs[r] = Run(context.Background(), cfg, Options{Comm: comm})
+				})
+			}
+			wg.Wait()
+			for r, err := range errs {
+				switch {
+				case tc.want == "" && err != nil:
+					t.Errorf("rank %d: %v", r, err)
+				case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "lr: ")):
+					t.Errorf("rank %d: %v, want an error naming rank 2, its host and lr", r, err)
+				}
+			}
+		})
+	}
+}

@@ -236,8 +236,8 @@ func TestShmAsync(t *testing.T) {
 func TestShmKilledRank(t *testing.T) {
 	disttest.CheckGoroutines(t)
 	const P, victim = 4, 2
-	crash := dist.WithFaultHook(func(ev dist.FaultEvent) bool {
-		return ev.Rank == victim && ev.Point == dist.FaultShmStep && ev.Collective == "allreduce" && ev.Seq == 1 && ev.N == 2
+	crash := dist.WithFaultHook(func(ev dist.FaultEvent) dist.FaultAction {
+		return dist.CrashIf(ev.Rank == victim && ev.Point == dist.FaultShmStep && ev.Collective == "allreduce" && ev.Seq == 1 && ev.N == 2)
 	})
 	comms := startShm(t, P, dist.WithTimeout(time.Minute), crash)
 	errs := disttest.RunRanks(t, comms, 15*time.Second, func(r int, c dist.Communicator) error {

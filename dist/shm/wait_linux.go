@@ -31,9 +31,14 @@ func arrived(a, st uint32) bool { return int32(a-st) >= 0 }
 func (s *shmComm) sync() (uint32, error) {
 	if hook := s.e.Options().FaultHook; hook != nil {
 		ev := dist.FaultEvent{Point: dist.FaultShmStep, Rank: s.rank, Peer: -1, Collective: s.cur.kind.String(), Seq: s.cur.seq, N: int(s.step - s.cur.step0)}
-		if hook(ev) {
+		switch hook(ev) {
+		case dist.FaultCrash:
 			s.kill()
 			return 0, dist.ErrCrashed
+		case dist.FaultReset:
+			s.fail(engine.Fault{Rank: s.rank, Reporter: s.rank, Cause: fmt.Errorf("%w: %w", dist.ErrConnLost, dist.ErrReset)})
+			s.e.Reset()
+			return 0, dist.ErrReset
 		}
 	}
 	s.step++

@@ -122,11 +122,11 @@ func TestClosedCommunicator(t *testing.T) {
 			// frame is out: the collective is then waiting on rank 1.
 			sent := make(chan struct{})
 			var once sync.Once
-			comms := be.start(t, 2, dist.WithFaultHook(func(ev dist.FaultEvent) bool {
+			comms := be.start(t, 2, dist.WithFaultHook(func(ev dist.FaultEvent) dist.FaultAction {
 				if ev.Rank == 0 && ev.Point == dist.FaultAfterSend && ev.Seq == 1 {
 					once.Do(func() { close(sent) })
 				}
-				return false
+				return dist.FaultNone
 			}))
 			h := comms[0].AllReduceAsync(make([]float32, 10), dist.Sum)
 			select {

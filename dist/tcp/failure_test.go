@@ -28,8 +28,8 @@ func TestKilledRank(t *testing.T) {
 			t.Run(be.name+"/"+point.String(), func(t *testing.T) {
 				// The victim crashes at its second frame: it has sent one, and the
 				// others cannot finish without the rest.
-				crash := dist.WithFaultHook(func(ev dist.FaultEvent) bool {
-					return ev.Rank == victim && ev.Point == point && ev.Collective == "allreduce" && ev.Seq == 1 && ev.N == 1
+				crash := dist.WithFaultHook(func(ev dist.FaultEvent) dist.FaultAction {
+					return dist.CrashIf(ev.Rank == victim && ev.Point == point && ev.Collective == "allreduce" && ev.Seq == 1 && ev.N == 1)
 				})
 				comms := be.start(t, P, crash, dist.WithTimeout(time.Minute))
 				errs := disttest.RunRanks(t, comms, 15*time.Second, func(r int, c dist.Communicator) error {
@@ -52,6 +52,35 @@ func TestKilledRank(t *testing.T) {
 					t.Logf("rank %d: %v", r, err)
 					// Later collectives fail at once, with the same culprit.
 					disttest.WantPeerError(t, r, comms[r].Barrier(), victim, "during barrier #2")
+				}
+			})
+		}
+	}
+}
+
+// TestResetRank: a rank whose connections are reset at a fault point fails at once,
+// naming itself, and so does every other rank, naming it, long before the timeout.
+func TestResetRank(t *testing.T) {
+	disttest.CheckGoroutines(t)
+	const P, victim = 4, 1
+	for _, be := range backends {
+		for _, point := range []dist.FaultPoint{dist.FaultBeforeSend, dist.FaultPartialFrame, dist.FaultAfterSend} {
+			t.Run(be.name+"/"+point.String(), func(t *testing.T) {
+				reset := dist.WithFaultHook(func(ev dist.FaultEvent) dist.FaultAction {
+					if ev.Rank == victim && ev.Point == point && ev.Collective == "allreduce" && ev.Seq == 1 && ev.N == 1 {
+						return dist.FaultReset
+					}
+					return dist.FaultNone
+				})
+				comms := be.start(t, P, reset, dist.WithTimeout(time.Minute))
+				errs := disttest.RunRanks(t, comms, 15*time.Second, func(r int, c dist.Communicator) error {
+					return c.AllReduce(make([]float32, 1<<20), dist.Sum)
+				})
+				for r, err := range errs {
+					disttest.WantPeerError(t, r, err, victim, "during allreduce #1")
+				}
+				if !errors.Is(errs[victim], dist.ErrReset) {
+					t.Errorf("rank %d: %v, want dist.ErrReset", victim, errs[victim])
 				}
 			})
 		}

@@ -138,9 +138,9 @@ func crashHook(spec string, rank int) (dist.FaultHook, error) {
 	if victim != rank {
 		return nil, nil
 	}
-	return func(ev dist.FaultEvent) bool {
+	return func(ev dist.FaultEvent) dist.FaultAction {
 		if ev.Point != point || ev.Collective != "allreduce" || ev.Seq != 1 || ev.N != n {
-			return false
+			return dist.FaultNone
 		}
 		fmt.Printf("crashing at %v %d\n", point, n)
 		self, err := os.FindProcess(os.Getpid())

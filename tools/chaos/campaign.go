@@ -105,7 +105,7 @@ func (c *campaign) run(ctx context.Context, t trial) outcome {
 		o.verdict = violated
 		return o
 	}
-	segments := shmSegments()
+	segments, began := shmSegments(), time.Now()
 	out := filepath.Join(dir, "out")
 	cleanup, err := c.prepare(t, out)
 	if err != nil {
@@ -184,9 +184,14 @@ func (c *campaign) run(ctx context.Context, t trial) outcome {
 		fail("files outside the results: %s", strings.Join(extra, ", "))
 	}
 	if leaked := newSegments(segments); len(leaked) > 0 {
+		for i, s := range leaked {
+			if info, err := os.Stat(s); err == nil {
+				leaked[i] += fmt.Sprintf(" (made %v after the trial started)", info.ModTime().Sub(began).Round(time.Millisecond))
+			}
+		}
 		fail("shared memory segments left in /dev/shm: %s", strings.Join(leaked, ", "))
 		for _, s := range leaked {
-			os.Remove(s)
+			os.Remove(strings.Fields(s)[0])
 		}
 	}
 	switch {

@@ -85,7 +85,7 @@ func draw(seed uint64, id int, kinds []string, j job) trial {
 		// ranges keep most faults within the training.
 		point, hit := points[rng.IntN(len(points))], 1+rng.IntN(4*j.steps)
 		if t.setup.transport == "shm" {
-			hit = 1 + rng.IntN(2*j.steps)
+			hit = 1 + rng.IntN(j.steps / 2)
 		}
 		action := "crash"
 		if t.kind == kindReset {

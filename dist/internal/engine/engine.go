@@ -259,6 +259,14 @@ func (e *Engine) Kill() {
 	e.forceClose()
 }
 
+// Reset fails the rank, naming itself, and drops its connections at once, as when its
+// network fails: its collectives fail, and its peers learn of it from the abort frames
+// or the lost connections.
+func (e *Engine) Reset() {
+	e.Fail(Fault{Rank: e.rank, Reporter: e.rank, Cause: fmt.Errorf("%w: %w", dist.ErrConnLost, dist.ErrReset)})
+	e.forceClose()
+}
+
 // dist.Stats implements dist.Communicator.
 func (e *Engine) Stats() dist.Stats { return e.stats.Snapshot().Sub(e.statsBase) }
 

@@ -285,14 +285,18 @@ func (l *link) writeFrame(f *outFrame) error {
 
 // writeHooked writes a data frame in two parts, calling the fault hook before the
 // frame, between the parts and after it; it stops at the first point where the hook
-// crashes the rank.
+// crashes the rank or resets its connections.
 func (l *link) writeHooked(hook dist.FaultHook, f *outFrame, hdr []byte) error {
 	ev := dist.FaultEvent{Rank: l.e.rank, Peer: l.peer, Collective: f.c.kind.String(), Seq: f.c.seq - l.e.seqBase, N: f.n}
 	at := func(p dist.FaultPoint) error {
 		ev.Point = p
-		if hook(ev) {
+		switch hook(ev) {
+		case dist.FaultCrash:
 			l.e.Kill()
 			return dist.ErrCrashed
+		case dist.FaultReset:
+			l.e.Reset()
+			return dist.ErrReset
 		}
 		return nil
 	}
