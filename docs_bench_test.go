@@ -88,3 +88,28 @@ func TestDocBenchCommandsParse(t *testing.T) {
 		t.Errorf("third command: pattern %q, want TrainStep", got[2].pattern)
 	}
 }
+
+// TestDocReliabilityTableMatchesTheCampaign: the campaign's table in docs/reliability.md
+// is the one its committed output ends with, row for row.
+func TestDocReliabilityTableMatchesTheCampaign(t *testing.T) {
+	doc, err := os.ReadFile("docs/reliability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile("docs/chaos-campaign.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "| ") && strings.Contains(line, " s |") || strings.HasPrefix(line, "| fault | trials") {
+			rows++
+			if !strings.Contains(string(log), line+"\n") {
+				t.Errorf("docs/reliability.md has %q, which docs/chaos-campaign.txt does not", line)
+			}
+		}
+	}
+	if rows < 3 {
+		t.Errorf("docs/reliability.md quotes %d rows of the campaign's table, want it whole", rows)
+	}
+}

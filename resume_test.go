@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
 	"github.com/ssfusion/ssfusion/dist/inproc"
 	"github.com/ssfusion/ssfusion/trainer"
 )
@@ -101,5 +107,51 @@ func TestResumeAfterInterruption(t *testing.T) {
 					*got.Eval.Loss, *got.Traffic.BytesSentPerStep, *want.Eval.Loss, *want.Traffic.BytesSentPerStep)
 			}
 		})
+	}
+}
+
+// TestResumeSharesTheWorldAmongNodes: a checkpoint records the job's world; resumed by
+// one launcher of several nodes, each starts its share of it, and a world the nodes cannot
+// share evenly is a usage error that says what to give.
+func TestResumeSharesTheWorldAmongNodes(t *testing.T) {
+	cfg := trainer.Defaults()
+	cfg.Model, cfg.Dataset, cfg.Workers = "mlp", "synthetic", 4
+	dir := t.TempDir()
+	manifest, err := trainer.CheckpointManifest(cfg, 10, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "checkpoint"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "checkpoint", "latest.json"), manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		nodes   int
+		workers int    // per node
+		err     string // empty: no error
+	}{{1, 4, ""}, {2, 2, ""}, {4, 1, ""}, {3, 0, "cannot share evenly: give --workers"}} {
+		v := viper.New()
+		v.Set("resume", dir)
+		flags := pflag.NewFlagSet("train", pflag.ContinueOnError)
+		flags.String("config", "", "")
+		flags.String("out", "", "")
+		flags.Int("workers", 1, "")
+		flags.Int("nnodes", 1, "")
+		if err := flags.Parse([]string{"--nnodes", strconv.Itoa(tc.nodes)}); err != nil {
+			t.Fatal(err)
+		}
+		err := resumeDefaults(v, flags)
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%d nodes: %v, want an error saying %q", tc.nodes, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%d nodes: %v", tc.nodes, err)
+		case v.GetInt("workers") != tc.workers:
+			t.Errorf("%d nodes: %d workers each, want %d", tc.nodes, v.GetInt("workers"), tc.workers)
+		}
 	}
 }

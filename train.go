@@ -103,6 +103,14 @@ func resumeDefaults(v *viper.Viper, flags *pflag.FlagSet) error {
 		// Leave to this invocation whether changed settings are allowed: the run being
 		// resumed may have been allowed them once.
 		saved.Resume, saved.ResumeChanged = dir, false
+		// The checkpoint records the job's world; a launcher of one of several nodes
+		// starts its share of it.
+		if nodes, _ := flags.GetInt("nnodes"); nodes > 1 && !flags.Changed("workers") {
+			if saved.Workers%nodes != 0 {
+				return usage(fmt.Errorf("the checkpoint in %s was written by %d workers, which %d nodes cannot share evenly: give --workers", dir, saved.Workers, nodes))
+			}
+			saved.Workers /= nodes
+		}
 		keys, err := saved.Keys()
 		if err != nil {
 			return err

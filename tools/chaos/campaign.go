@@ -119,14 +119,22 @@ func (c *campaign) run(ctx context.Context, t trial) outcome {
 	}
 	defer cleanup()
 
-	if t.kind == kindRunner {
-		c.runExperiment(t, dir, &o, fail)
+	if t.kind == kindRunner || t.kind == kindPartition {
+		if t.kind == kindRunner {
+			c.runExperiment(t, dir, &o, fail)
+		} else {
+			c.runPartition(t, dir, &o, fail)
+		}
 		if extra := outside(dir); len(extra) > 0 {
 			fail("files outside the results: %s", strings.Join(extra, ", "))
 		}
-		o.verdict = failedCleanly
-		if len(o.problems) > 0 {
+		switch {
+		case len(o.problems) > 0:
 			o.verdict = violated
+		case strings.HasPrefix(o.note, "skipped"):
+			o.verdict = survived
+		default:
+			o.verdict = failedCleanly
 		}
 		return o
 	}

@@ -18,19 +18,20 @@ import (
 
 // Kinds of fault a trial injects.
 const (
-	kindKill     = "kill"       // SIGKILL a worker mid-training
-	kindStop     = "stop"       // SIGSTOP a worker for longer than the timeout
-	kindSlow     = "slow"       // SIGSTOP a worker for a fraction of the timeout, then SIGCONT
-	kindFrame    = "frame"      // crash a worker at a transport fault point
-	kindReset    = "reset"      // a worker's connections drop at a transport fault point
-	kindWrite    = "write"      // crash a worker while it writes a checkpoint or a result
-	kindCorrupt  = "corrupt"    // damage a checkpoint file, then resume from it
-	kindDiskFull = "disk-full"  // the results' file system fills up
-	kindRunner   = "experiment" // crash the experiment runner between cells or in its report
+	kindKill      = "kill"       // SIGKILL a worker mid-training
+	kindStop      = "stop"       // SIGSTOP a worker for longer than the timeout
+	kindSlow      = "slow"       // SIGSTOP a worker for a fraction of the timeout, then SIGCONT
+	kindFrame     = "frame"      // crash a worker at a transport fault point
+	kindReset     = "reset"      // a worker's connections drop at a transport fault point
+	kindWrite     = "write"      // crash a worker while it writes a checkpoint or a result
+	kindCorrupt   = "corrupt"    // damage a checkpoint file, then resume from it
+	kindDiskFull  = "disk-full"  // the results' file system fills up
+	kindRunner    = "experiment" // crash the experiment runner between cells or in its report
+	kindPartition = "partition"  // cut the link between the two nodes of a job
 )
 
 // allKinds are the kinds a campaign draws from by default.
-var allKinds = []string{kindKill, kindStop, kindSlow, kindFrame, kindReset, kindWrite, kindCorrupt, kindDiskFull, kindRunner}
+var allKinds = []string{kindKill, kindStop, kindSlow, kindFrame, kindReset, kindWrite, kindCorrupt, kindDiskFull, kindRunner, kindPartition}
 
 // job is the training every trial runs: small enough for a trial to take seconds, long
 // enough to checkpoint several times.
@@ -85,7 +86,7 @@ func draw(seed uint64, id int, kinds []string, j job) trial {
 		// ranges keep most faults within the training.
 		point, hit := points[rng.IntN(len(points))], 1+rng.IntN(4*j.steps)
 		if t.setup.transport == "shm" {
-			hit = 1 + rng.IntN(j.steps / 2)
+			hit = 1 + rng.IntN(j.steps/2)
 		}
 		action := "crash"
 		if t.kind == kindReset {
@@ -107,6 +108,10 @@ func draw(seed uint64, id int, kinds []string, j job) trial {
 		t.what = fmt.Sprintf("rank %d killed after step %d, then a checkpoint file %s", t.rank, t.step, []string{"truncated", "with a bit flipped"}[rng.IntN(2)])
 	case kindDiskFull:
 		t.what = "results on a file system too small for a checkpoint"
+	case kindPartition:
+		// Two machines share no memory: the job runs on TCP, which the cut stops.
+		t.setup.transport = "tcp"
+		t.what = fmt.Sprintf("%d workers on each of 2 network namespaces, the link cut after step %d", t.setup.workers/2, t.step)
 	case kindRunner:
 		t.fault = []string{"point=cell-done hit=1", "point=write-partial file=report.md", "point=write-before-rename file=report.md"}[rng.IntN(3)]
 		t.what = "the runner of a 2-cell experiment, " + strings.TrimPrefix(t.fault, "point=")
