@@ -33,6 +33,7 @@ type outcome struct {
 	detect   time.Duration // from the fault to the job's end; 0 when not measured
 	problems []string      // the invariants that broke
 	note     string
+	survived bool // a trial run by its own routine ended without failing
 }
 
 // campaign runs trials of job in a folder of its own.
@@ -119,10 +120,10 @@ func (c *campaign) run(ctx context.Context, t trial) outcome {
 	}
 	defer cleanup()
 
-	if t.kind == kindRunner || t.kind == kindPartition {
+	if t.kind == kindRunner || t.kind == kindPartition || t.kind == kindLossy {
 		if t.kind == kindRunner {
 			c.runExperiment(t, dir, &o, fail)
-		} else {
+		} else { // partition or lossy
 			c.runPartition(t, dir, &o, fail)
 		}
 		if extra := outside(dir); len(extra) > 0 {
@@ -131,7 +132,7 @@ func (c *campaign) run(ctx context.Context, t trial) outcome {
 		switch {
 		case len(o.problems) > 0:
 			o.verdict = violated
-		case strings.HasPrefix(o.note, "skipped"):
+		case strings.HasPrefix(o.note, "skipped"), o.survived:
 			o.verdict = survived
 		default:
 			o.verdict = failedCleanly

@@ -13,9 +13,9 @@
 // (a crash while a checkpoint or result file is written), corrupt (a checkpoint file
 // truncated or with a bit flipped, then resumed from), disk-full (results on a file
 // system too small; needs root to mount a tmpfs), experiment (the runner of a 2-cell
-// experiment crashes after a cell or while it writes its report) and partition (a job of
-// two nodes, each a network namespace, whose link is cut mid-training; needs root and
-// iproute2).
+// experiment crashes after a cell or while it writes its report), partition (a job of
+// two nodes, each a network namespace, whose link is cut mid-training) and lossy (that
+// link made slow and lossy by a token bucket); the last two need root and iproute2.
 //
 // Usage, from the repository's root:
 //

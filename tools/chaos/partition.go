@@ -45,6 +45,29 @@ func newTwoNodes(id int) (*twoNodes, error) {
 	return n, nil
 }
 
+// throttle makes node 0's side of the link a slow, lossy one: a token bucket of 20 Mbit/s
+// whose queue holds 2 ms of traffic, so that bursts are delayed and what overflows is
+// dropped, as on a congested link.
+func (n *twoNodes) throttle() error {
+	args := []string{"-n", n.ns[0], "qdisc", "add", "dev", n.link[0], "root", "tbf", "rate", "20mbit", "burst", "8kb", "latency", "2ms"}
+	if out, err := exec.Command("tc", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: tc %s: %v %s", errUnsupported, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// dropped is how many packets node 0's side of the link has dropped.
+func (n *twoNodes) dropped() string {
+	out, err := exec.Command("tc", "-n", n.ns[0], "-s", "qdisc", "show", "dev", n.link[0]).CombinedOutput()
+	if err != nil {
+		return "?"
+	}
+	if _, after, ok := strings.Cut(string(out), "dropped "); ok {
+		return strings.TrimRight(strings.Fields(after)[0], ",")
+	}
+	return "?"
+}
+
 // cut takes node 0's end of the link down, or up again: packets stop without a reset,
 // as when a switch fails.
 func (n *twoNodes) cut(down bool) error {
@@ -76,9 +99,11 @@ func (c *campaign) nodeArgs(t trial, n *twoNodes, node, port int, resume bool) [
 	return append([]string{"netns", "exec", n.ns[node], c.job.bin}, args...)
 }
 
-// runPartition runs t's job on two nodes, cuts the link between them after t.step, and
-// checks that both nodes' launchers fail within the time limit naming a rank of the
-// other side; then it mends the link, resumes on both nodes and checks the parameters.
+// runPartition runs t's job on two nodes and, after t.step, cuts the link between them
+// (partition) or makes it slow and lossy (lossy). A cut must make both nodes' launchers
+// fail within the time limit naming a rank; a lossy link may be survived, with the
+// parameters of a run without the fault, or fail the same way. After a failure it mends
+// the link, resumes on both nodes and checks the parameters.
 func (c *campaign) runPartition(t trial, dir string, o *outcome, fail func(string, ...any)) {
 	n, err := newTwoNodes(t.id)
 	if err != nil {
@@ -118,33 +143,54 @@ func (c *campaign) runPartition(t trial, dir string, o *outcome, fail func(strin
 	case <-time.After(c.job.trialTime):
 	}
 	struck := time.Now()
-	if err := n.cut(true); err != nil {
+	lossy := t.kind == kindLossy
+	if lossy {
+		if err := n.throttle(); err != nil {
+			o.note = "skipped: " + err.Error()
+		}
+	} else if err := n.cut(true); err != nil {
 		fail("%v", err)
 	}
+	failed := false
 	for node, r := range runs {
 		if err := r.wait(c.job.trialTime); err != nil {
 			fail("node %d: %v", node, err)
 		}
-		if r.exitCode() == 0 {
+		switch {
+		case r.exitCode() == 0 && !lossy:
 			fail("node %d finished across a cut link:\n%s", node, tail(r.output(), 4))
-		} else if !strings.Contains(r.output(), "rank ") {
+		case r.exitCode() != 0 && !strings.Contains(r.output(), "rank "):
 			fail("node %d failed without naming a rank:\n%s", node, tail(r.output(), 4))
 		}
+		failed = failed || r.exitCode() != 0
 		if !r.groupGone() {
 			fail("processes of node %d are still running", node)
 		}
-		if d := r.ended.Sub(struck); d > o.detect {
+		if d := r.ended.Sub(struck); d > o.detect && r.exitCode() != 0 {
 			o.detect = d
+		}
+	}
+	if lossy {
+		o.note = strings.TrimSpace(o.note + " " + n.dropped() + " packets dropped")
+		if !failed {
+			o.survived = true
 		}
 	}
 	out := filepath.Join(dir, "out")
 	for _, p := range halfWritten(out) {
 		fail("half-written: %s", p)
 	}
+	if !failed {
+		if got, err := finalChecksum(out); err != nil || got != want {
+			fail("parameters %s (%v) after the slow link, want %s as without the fault", got, err, want)
+		}
+		return
+	}
 	if err := n.cut(false); err != nil {
 		fail("%v", err)
 		return
 	}
+	exec.Command("tc", "-n", n.ns[0], "qdisc", "del", "dev", n.link[0], "root").Run()
 	runs, ok = start2(hasCheckpoint(out), 30000+t.id%500, "")
 	if !ok {
 		return

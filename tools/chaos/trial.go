@@ -28,10 +28,11 @@ const (
 	kindDiskFull  = "disk-full"  // the results' file system fills up
 	kindRunner    = "experiment" // crash the experiment runner between cells or in its report
 	kindPartition = "partition"  // cut the link between the two nodes of a job
+	kindLossy     = "lossy"      // make the link between the two nodes of a job slow and lossy
 )
 
 // allKinds are the kinds a campaign draws from by default.
-var allKinds = []string{kindKill, kindStop, kindSlow, kindFrame, kindReset, kindWrite, kindCorrupt, kindDiskFull, kindRunner, kindPartition}
+var allKinds = []string{kindKill, kindStop, kindSlow, kindFrame, kindReset, kindWrite, kindCorrupt, kindDiskFull, kindRunner, kindPartition, kindLossy}
 
 // job is the training every trial runs: small enough for a trial to take seconds, long
 // enough to checkpoint several times.
@@ -108,10 +109,14 @@ func draw(seed uint64, id int, kinds []string, j job) trial {
 		t.what = fmt.Sprintf("rank %d killed after step %d, then a checkpoint file %s", t.rank, t.step, []string{"truncated", "with a bit flipped"}[rng.IntN(2)])
 	case kindDiskFull:
 		t.what = "results on a file system too small for a checkpoint"
-	case kindPartition:
-		// Two machines share no memory: the job runs on TCP, which the cut stops.
+	case kindPartition, kindLossy:
+		// Two machines share no memory: the job runs on TCP, between the namespaces.
 		t.setup.transport = "tcp"
-		t.what = fmt.Sprintf("%d workers on each of 2 network namespaces, the link cut after step %d", t.setup.workers/2, t.step)
+		what := "cut"
+		if t.kind == kindLossy {
+			what = "throttled to 20 Mbit/s with a 2 ms queue"
+		}
+		t.what = fmt.Sprintf("%d workers on each of 2 network namespaces, the link %s after step %d", t.setup.workers/2, what, t.step)
 	case kindRunner:
 		t.fault = []string{"point=cell-done hit=1", "point=write-partial file=report.md", "point=write-before-rename file=report.md"}[rng.IntN(3)]
 		t.what = "the runner of a 2-cell experiment, " + strings.TrimPrefix(t.fault, "point=")
