@@ -61,6 +61,9 @@ type options struct {
 	kinds  []string
 	bin    string
 	keep   bool
+	// timeout is the trainings' --timeout (0: defaultJob's); a campaign on a loaded
+	// machine gives its ranks longer before a silent peer fails the job.
+	timeout time.Duration
 }
 
 // defaultJob is the training of every trial.
@@ -88,7 +91,11 @@ func runCampaign(ctx context.Context, o options, w interface{ Write([]byte) (int
 			return err
 		}
 	}
-	c := &campaign{job: defaultJob(o.bin), dir: dir, reference: map[setup]string{}}
+	j := defaultJob(o.bin)
+	if o.timeout > 0 {
+		j.timeout = o.timeout
+	}
+	c := &campaign{job: j, dir: dir, reference: map[setup]string{}}
 	var outcomes []outcome
 	for id := range o.trials {
 		if o.only >= 0 && id != o.only {
