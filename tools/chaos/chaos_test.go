@@ -81,3 +81,38 @@ func TestHalfWrittenFindsBrokenFiles(t *testing.T) {
 		t.Errorf("temporary files %q, want one", tmp)
 	}
 }
+
+// TestReplays replays trials of the kinds that found defects: a job of two nodes cut
+// apart and resumed (which started the checkpoint's whole world on each node), and a
+// rank whose connections reset mid-frame (which hung until the launcher killed it).
+func TestReplays(t *testing.T) {
+	if testing.Short() || runtime.GOOS != "linux" {
+		t.Skip("runs trainings in child processes, on Linux")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := build(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := defaultJob(bin)
+	j.timeout = 8 * time.Second
+	c := &campaign{job: j, dir: t.TempDir(), reference: map[setup]string{}}
+	for _, tr := range []trial{
+		{id: 1, kind: kindPartition, setup: setup{"tcp", 4}, step: 25},
+		{id: 2, kind: kindReset, setup: setup{"tcp", 4}, rank: 1, fault: "point=partial-frame hit=30 rank=1 action=error"},
+	} {
+		o := c.run(context.Background(), tr)
+		if o.verdict == violated {
+			t.Errorf("%s: %s", tr.kind, strings.Join(o.problems, "; "))
+		}
+		if strings.HasPrefix(o.note, "skipped") {
+			t.Logf("%s: %s", tr.kind, o.note)
+		}
+		if tr.kind == kindReset && o.detect > j.timeout {
+			t.Errorf("a reset rank ended the job in %v, more than the timeout", o.detect)
+		}
+	}
+}
