@@ -1,0 +1,89 @@
+// Command peak measures this machine's limits, single-precision FMA throughput from
+// registers on one core and on all, and the memory bandwidth of a STREAM triad, and
+// prints the GEMM kernels' rate on the products of a training step beside them, as a
+// fraction of the peak: a serial product against one core's, a parallel one against all
+// cores'.
+//
+//	go run ./tools/peak [-time 500ms]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ssfusion/ssfusion/kernels"
+)
+
+// shape is one matrix product C(m×n) = op(A)·op(B), k the inner dimension.
+type shape struct {
+	name    string
+	tA, tB  bool
+	m, n, k int
+	par     bool
+}
+
+// shapes are large products, which show what the kernels reach at best, and the small-
+// channel products of ResNet-20 (batch 32, one image per GEMM on its first stages).
+var shapes = []shape{
+	{"large 1024x1024x1024 (parallel)", false, false, 1024, 1024, 1024, true},
+	{"large 1024x1024x1024 (one core)", false, false, 1024, 1024, 1024, false},
+	{"resnet20 conv1 fwd 16x1024x27", false, false, 16, 1024, 27, false},
+	{"resnet20 stage 1 fwd 16x1024x144", false, false, 16, 1024, 144, false},
+	{"resnet20 stage 1 dx 144x1024x16", true, false, 144, 1024, 16, false},
+	{"resnet20 stage 1 dw 16x144x1024", false, true, 16, 144, 1024, false},
+	{"resnet20 stage 2 fwd 32x256x288", false, false, 32, 256, 288, false},
+	{"resnet20 stage 3 fwd 64x256x576 (parallel)", false, false, 64, 256, 576, true},
+	{"vgg16 conv 512x64x4608 (parallel)", false, false, 512, 64, 4608, true},
+}
+
+func main() {
+	d := flag.Duration("time", 500*time.Millisecond, "how long each measurement runs")
+	flag.Parse()
+	p := kernels.MeasurePeak(*d)
+	fmt.Printf("peak (%s FMA loop, %d threads): %.1f GFLOP/s on one core, %.1f on all; triad %.1f GB/s\n",
+		p.Loop, p.Threads, p.FLOPSCore/1e9, p.FLOPS/1e9, p.TriadBytesS/1e9)
+	fmt.Printf("GEMM kernel: %s\n\n", kernels.GEMMKernel())
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "product\tGFLOP/s\tof peak\t")
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, s := range shapes {
+		rate := gemmRate(r, s, *d)
+		peak := p.FLOPSCore
+		if s.par {
+			peak = p.FLOPS
+		}
+		fmt.Fprintf(w, "%s\t%.1f\t%.0f%%\t\n", s.name, rate/1e9, 100*rate/peak)
+	}
+	w.Flush()
+}
+
+// gemmRate times s's product for about d and returns its FLOP/s.
+func gemmRate(r *rand.Rand, s shape, d time.Duration) float64 {
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return v
+	}
+	a, b, c := fill(s.m*s.k), fill(s.k*s.n), make([]float32, s.m*s.n)
+	lda, ldb := s.k, s.n
+	if s.tA {
+		lda = s.m
+	}
+	if s.tB {
+		ldb = s.k
+	}
+	kernels.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, b, ldb, 0, c, s.n, s.par) // warm up
+	runs := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		kernels.Sgemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, b, ldb, 0, c, s.n, s.par)
+		runs++
+	}
+	return float64(2*s.m*s.n*s.k) * float64(runs) / time.Since(start).Seconds()
+}
