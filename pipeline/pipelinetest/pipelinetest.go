@@ -3,6 +3,7 @@
 package pipelinetest
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -59,8 +60,8 @@ type Result struct {
 
 // Run runs steps steps of the pipeline on world in-process ranks. Each step every rank
 // pushes its gradients from grads in the backprop order order (all tensors when nil,
-// last first) and waits. It returns every rank's results, or the first error with its
-// rank.
+// last first) and waits. It returns every rank's results, and the errors of the ranks
+// that failed, each with its rank.
 func Run(world int, sizes, order []int, steps int, grads func(rank, step int) [][]float32, newPipe Factory, opts ...dist.Option) ([]Result, error) {
 	return Job{World: world, Sizes: sizes, Order: order, Steps: steps, Grads: grads, New: newPipe, Options: opts}.Run()
 }
@@ -107,12 +108,15 @@ func (j Job) Run() ([]Result, error) {
 		}()
 	}
 	wg.Wait()
+	// Every rank's error: which rank fails first, and with the cause or with its peer's
+	// departure, is a race between them.
+	var failed []error
 	for r, err := range errs {
 		if err != nil {
-			return results, fmt.Errorf("rank %d: %w", r, err)
+			failed = append(failed, fmt.Errorf("rank %d: %w", r, err))
 		}
 	}
-	return results, nil
+	return results, errors.Join(failed...)
 }
 
 func (j Job) runRank(comm dist.Communicator) (Result, error) {
