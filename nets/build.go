@@ -24,6 +24,13 @@ type builder struct {
 	si  int       // evaluation graph: next BatchNorm statistics to reuse
 }
 
+// count adds a layer's forward floating-point operations to the training graph's total.
+func (b *builder) count(flops float64) {
+	if b.train {
+		b.n.forwardFLOPs += flops
+	}
+}
+
 func (b *builder) fail(err error) {
 	if b.err == nil && err != nil {
 		b.err = err
@@ -94,6 +101,8 @@ func (b *builder) conv(x *G.Node, name string, out, k, stride, pad int, bias boo
 	if !b.check(name, err) {
 		return nil
 	}
+	ys := y.Shape() // N, out, oh, ow
+	b.count(2 * float64(ys.TotalSize()) * float64(cin*k*k))
 	return y
 }
 
@@ -161,6 +170,7 @@ func (b *builder) linear(x *G.Node, name string, out int, bias bool) *G.Node {
 	if !b.check(name, err) {
 		return nil
 	}
+	b.count(2 * float64(x.Shape()[0]) * float64(in*out))
 	return y
 }
 

@@ -47,6 +47,9 @@ func (n *net) buildLM(b *builder, p *phase) *G.Node {
 		if !b.check(name, err) {
 			return nil
 		}
+		// The input projection here, the recurrent one of every step in the op.
+		b.count(2 * float64(x.Shape()[0]) * float64(x.Shape()[1]*4*h))
+		b.count(2 * float64(s.SeqLen*s.BatchSize) * float64(h*4*h))
 		hs, op, err := lstmLayer(pre, whh, bih, bhh, s.SeqLen, s.BatchSize, &n.st)
 		if !b.check(name, err) {
 			return nil
@@ -66,6 +69,7 @@ func (n *net) buildLM(b *builder, p *phase) *G.Node {
 	if !b.check("decoder", err) {
 		return nil
 	}
+	b.count(2 * float64(x.Shape()[0]) * float64(h*s.Vocab))
 	return logits
 }
 

@@ -33,6 +33,9 @@ type net struct {
 
 	initRNG, dropRNG *rng
 
+	// forwardFLOPs counts the training graph's forward pass, as its builder added layers.
+	forwardFLOPs float64
+
 	train, eval *phase
 	closed      bool
 }
@@ -368,3 +371,6 @@ func (n *net) feed(p *phase, b *Batch) error {
 	}
 	return nil
 }
+
+// StepFLOPs implements Model.
+func (n *net) StepFLOPs() float64 { return 3 * n.forwardFLOPs }

@@ -93,6 +93,12 @@ type Model interface {
 	TrainState() ([]byte, error)
 	// SetTrainState restores what TrainState of a model of the same Spec returned.
 	SetTrainState([]byte) error
+	// StepFLOPs is the floating-point work of one TrainStep: three times the forward pass's
+	// multiply-adds (two operations each) of its convolutions, linear layers and LSTM gates,
+	// since backward computes the gradients of both the inputs and the weights. Elementwise
+	// work (BatchNorm, activations, pooling, the loss) is left out: it is memory-bound, and
+	// measured against bandwidth instead.
+	StepFLOPs() float64
 	// Close releases the Gorgonia machines.
 	Close() error
 }

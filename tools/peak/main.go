@@ -1,8 +1,9 @@
 // Command peak measures this machine's limits, single-precision FMA throughput from
 // registers on one core and on all, and the memory bandwidth of a STREAM triad, and
-// prints the GEMM kernels' rate on the products of a training step beside them, as a
-// fraction of the peak: a serial product against one core's, a parallel one against all
-// cores'.
+// prints beside them, as a fraction of the peak, the GEMM kernels' rate on the products of
+// a training step (a serial product against one core's peak, a parallel one against all
+// cores') and whole training steps of the models the benchmarks compare with PyTorch
+// (their counted FLOPs, nets.Model.StepFLOPs, over the step's time, against all cores).
 //
 //	go run ./tools/peak [-time 500ms]
 package main
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ssfusion/ssfusion/kernels"
+	"github.com/ssfusion/ssfusion/nets"
 )
 
 // shape is one matrix product C(m×n) = op(A)·op(B), k the inner dimension.
@@ -59,6 +61,61 @@ func main() {
 		fmt.Fprintf(w, "%s\t%.1f\t%.0f%%\t\n", s.name, rate/1e9, 100*rate/peak)
 	}
 	w.Flush()
+	fmt.Println()
+	fmt.Fprintln(w, "training step\tGFLOP/s\tof peak\t")
+	for _, spec := range models {
+		rate, err := stepRate(spec, *d)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peak:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(w, "%s, batch %d\t%.1f\t%.0f%%\t\n", spec.Arch, spec.BatchSize, rate/1e9, 100*rate/p.FLOPS)
+	}
+	w.Flush()
+}
+
+// models are the training steps of the comparison with PyTorch (tools/bench-vs-pytorch).
+var models = []nets.Spec{
+	{Arch: "resnet20", BatchSize: 32, Channels: 3, Height: 32, Width: 32, Classes: 10},
+	{Arch: "vgg16", BatchSize: 32, Channels: 3, Height: 32, Width: 32, Classes: 10},
+	{Arch: "lstm", BatchSize: 20, Vocab: 10000, SeqLen: 35, HSize: 200, Layers: 2},
+}
+
+// stepRate times training steps of spec on a random batch for about d (at least three)
+// and returns the counted FLOP/s.
+func stepRate(spec nets.Spec, d time.Duration) (float64, error) {
+	m, err := nets.New(spec)
+	if err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	b := &nets.Batch{N: spec.BatchSize}
+	if spec.Arch == "lstm" {
+		for range spec.BatchSize * spec.SeqLen {
+			b.Tokens = append(b.Tokens, int32(r.IntN(spec.Vocab)))
+			b.Labels = append(b.Labels, int32(r.IntN(spec.Vocab)))
+		}
+	} else {
+		for range spec.BatchSize * spec.Channels * spec.Height * spec.Width {
+			b.X = append(b.X, float32(r.NormFloat64()))
+		}
+		for range spec.BatchSize {
+			b.Labels = append(b.Labels, int32(r.IntN(spec.Classes)))
+		}
+	}
+	if _, err := m.TrainStep(b); err != nil { // warm up
+		return 0, err
+	}
+	steps := 0
+	start := time.Now()
+	for steps < 3 || time.Since(start) < d {
+		if _, err := m.TrainStep(b); err != nil {
+			return 0, err
+		}
+		steps++
+	}
+	return m.StepFLOPs() * float64(steps) / time.Since(start).Seconds(), nil
 }
 
 // gemmRate times s's product for about d and returns its FLOP/s.
