@@ -33,7 +33,6 @@ type outcome struct {
 	detect   time.Duration // from the fault to the job's end; 0 when not measured
 	problems []string      // the invariants that broke
 	note     string
-	survived bool // a trial run by its own routine ended without failing
 }
 
 // campaign runs trials of job in a folder of its own.
@@ -94,12 +93,6 @@ func finalChecksum(out string) (string, error) {
 func (c *campaign) run(ctx context.Context, t trial) outcome {
 	o := outcome{trial: t}
 	fail := func(format string, args ...any) { o.problems = append(o.problems, fmt.Sprintf(format, args...)) }
-	want, err := c.checksum(t.setup)
-	if err != nil {
-		fail("%v", err)
-		o.verdict = violated
-		return o
-	}
 	dir := filepath.Join(c.dir, fmt.Sprintf("trial-%04d", t.id))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fail("%v", err)
@@ -107,8 +100,7 @@ func (c *campaign) run(ctx context.Context, t trial) outcome {
 		return o
 	}
 	segments, began := shmSegments(), time.Now()
-	out := filepath.Join(dir, "out")
-	cleanup, err := c.prepare(t, out)
+	cleanup, err := c.prepare(t, filepath.Join(dir, "out"))
 	if err != nil {
 		if errors.Is(err, errUnsupported) {
 			o.verdict, o.note = survived, "skipped: "+err.Error()
@@ -120,26 +112,51 @@ func (c *campaign) run(ctx context.Context, t trial) outcome {
 	}
 	defer cleanup()
 
-	if t.kind == kindRunner || t.kind == kindPartition || t.kind == kindLossy {
-		if t.kind == kindRunner {
-			c.runExperiment(t, dir, &o, fail)
-		} else { // partition or lossy
-			c.runPartition(t, dir, &o, fail)
-		}
-		if extra := outside(dir); len(extra) > 0 {
-			fail("files outside the results: %s", strings.Join(extra, ", "))
-		}
-		switch {
-		case len(o.problems) > 0:
-			o.verdict = violated
-		case strings.HasPrefix(o.note, "skipped"), o.survived:
-			o.verdict = survived
-		default:
-			o.verdict = failedCleanly
-		}
-		return o
+	var fatal bool
+	switch t.kind {
+	case kindRunner:
+		fatal = c.runExperiment(t, dir, &o, fail)
+	case kindPartition, kindLossy:
+		fatal = c.runPartition(t, dir, &o, fail)
+	default:
+		fatal = c.runTraining(t, dir, &o, fail)
 	}
-	fatal, detect := c.inject(t, dir, &o, fail)
+	if extra := outside(dir); len(extra) > 0 {
+		fail("files outside the results: %s", strings.Join(extra, ", "))
+	}
+	if leaked := newSegments(segments); len(leaked) > 0 {
+		for i, s := range leaked {
+			if info, err := os.Stat(s); err == nil {
+				leaked[i] += fmt.Sprintf(" (made %v after the trial started)", info.ModTime().Sub(began).Round(time.Millisecond))
+			}
+		}
+		fail("shared memory segments left in /dev/shm: %s", strings.Join(leaked, ", "))
+		for _, s := range leaked {
+			os.Remove(strings.Fields(s)[0])
+		}
+	}
+	switch {
+	case len(o.problems) > 0:
+		o.verdict = violated
+	case fatal:
+		o.verdict = failedCleanly
+	default:
+		o.verdict = survived
+	}
+	return o
+}
+
+// runTraining runs the training of t with its fault, reruns it if the fault was fatal, and
+// checks that the results end as without the fault. It returns whether the fault failed
+// the job.
+func (c *campaign) runTraining(t trial, dir string, o *outcome, fail func(string, ...any)) bool {
+	want, err := c.checksum(t.setup)
+	if err != nil {
+		fail("%v", err)
+		return false
+	}
+	out := filepath.Join(dir, "out")
+	fatal, detect := c.inject(t, dir, o, fail)
 	o.detect = detect
 
 	// Whatever happened, nothing visible may be half-written.
@@ -183,35 +200,8 @@ func (c *campaign) run(ctx context.Context, t trial) outcome {
 	} else if got != want {
 		fail("parameters %s at the end, want %s as without the fault", got, want)
 	}
-	for _, p := range halfWritten(out) {
-		fail("half-written after the rerun: %s", p)
-	}
-	if stale := temporaryFiles(out); len(stale) > 0 {
-		fail("temporary files left after the rerun: %s", strings.Join(stale, ", "))
-	}
-	if extra := outside(dir); len(extra) > 0 {
-		fail("files outside the results: %s", strings.Join(extra, ", "))
-	}
-	if leaked := newSegments(segments); len(leaked) > 0 {
-		for i, s := range leaked {
-			if info, err := os.Stat(s); err == nil {
-				leaked[i] += fmt.Sprintf(" (made %v after the trial started)", info.ModTime().Sub(began).Round(time.Millisecond))
-			}
-		}
-		fail("shared memory segments left in /dev/shm: %s", strings.Join(leaked, ", "))
-		for _, s := range leaked {
-			os.Remove(strings.Fields(s)[0])
-		}
-	}
-	switch {
-	case len(o.problems) > 0:
-		o.verdict = violated
-	case fatal:
-		o.verdict = failedCleanly
-	default:
-		o.verdict = survived
-	}
-	return o
+	checkRerun(out, fail)
+	return fatal
 }
 
 // errUnsupported: this machine cannot inject the trial's fault.
@@ -380,6 +370,17 @@ func (c *campaign) damageAndResume(t trial, out string, fail func(string, ...any
 	os.RemoveAll(filepath.Join(out, "checkpoint"))
 }
 
+// checkRerun checks what a rerun left in out: no half-written file, and none of the
+// temporary files of interrupted writes, which the rerun clears.
+func checkRerun(out string, fail func(string, ...any)) {
+	for _, p := range halfWritten(out) {
+		fail("half-written after the rerun: %s", p)
+	}
+	if stale := temporaryFiles(out); len(stale) > 0 {
+		fail("temporary files left after the rerun: %s", strings.Join(stale, ", "))
+	}
+}
+
 // hasCheckpoint reports whether out holds a checkpoint to resume from.
 func hasCheckpoint(out string) bool {
 	_, err := os.Stat(filepath.Join(out, "checkpoint", "latest.json"))
@@ -486,23 +487,24 @@ func (c *campaign) experimentFile(s setup) (string, error) {
 
 // runExperiment runs trial t's experiment with its fault in the runner, checks that the
 // runner failed and left nothing half-written, reruns it, and checks that every cell
-// ends as in a run without the fault and the report is whole.
-func (c *campaign) runExperiment(t trial, dir string, o *outcome, fail func(string, ...any)) {
+// ends as in a run without the fault and the report is whole. The runner's crash is
+// always fatal, so it returns true.
+func (c *campaign) runExperiment(t trial, dir string, o *outcome, fail func(string, ...any)) bool {
 	spec, err := c.experimentFile(t.setup)
 	if err != nil {
 		fail("%v", err)
-		return
+		return true
 	}
 	args := []string{"run", spec, "--results", "out"}
 	want, err := c.experimentChecksums(t.setup, spec)
 	if err != nil {
 		fail("%v", err)
-		return
+		return true
 	}
 	r, err := start(dir, c.job.bin, args, append(t.setup.env(), "SSF_FAULT="+t.fault), "")
 	if err != nil {
 		fail("%v", err)
-		return
+		return true
 	}
 	if err := r.wait(c.job.trialTime); err != nil {
 		fail("the experiment: %v", err)
@@ -523,7 +525,7 @@ func (c *campaign) runExperiment(t trial, dir string, o *outcome, fail func(stri
 	rerun, err := start(dir, c.job.bin, args, t.setup.env(), "")
 	if err != nil {
 		fail("%v", err)
-		return
+		return true
 	}
 	if err := rerun.wait(c.job.trialTime); err != nil || rerun.exitCode() != 0 {
 		fail("the rerun failed (%v, exit %d):\n%s", err, rerun.exitCode(), tail(rerun.output(), 6))
@@ -540,12 +542,8 @@ func (c *campaign) runExperiment(t trial, dir string, o *outcome, fail func(stri
 	if report, err := os.ReadFile(filepath.Join(out, "chaos", "report.md")); err != nil || !strings.Contains(string(report), "pipeline-ssfusion") {
 		fail("the report after the rerun is missing or incomplete: %v", err)
 	}
-	for _, p := range halfWritten(out) {
-		fail("half-written after the rerun: %s", p)
-	}
-	if stale := temporaryFiles(out); len(stale) > 0 {
-		fail("temporary files left after the rerun: %s", strings.Join(stale, ", "))
-	}
+	checkRerun(out, fail)
+	return true
 }
 
 // experimentChecksums runs s's experiment without faults, once, and returns its cells'

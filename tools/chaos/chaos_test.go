@@ -18,16 +18,9 @@ func TestCampaign(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the campaign finds workers and shared memory through /proc and /dev/shm")
 	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := build(root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testBinary(t)
 	var out strings.Builder
-	err = runCampaign(context.Background(), options{trials: len(allKinds), seed: 7, only: -1, kinds: allKinds, bin: bin, timeout: 8 * time.Second}, &out)
+	err := runCampaign(context.Background(), options{trials: len(allKinds), seed: 7, only: -1, kinds: allKinds, bin: bin, timeout: 8 * time.Second}, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
@@ -89,14 +82,7 @@ func TestReplays(t *testing.T) {
 	if testing.Short() || runtime.GOOS != "linux" {
 		t.Skip("runs trainings in child processes, on Linux")
 	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := build(root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testBinary(t)
 	j := defaultJob(bin)
 	j.timeout = 8 * time.Second
 	c := &campaign{job: j, dir: t.TempDir(), reference: map[setup]string{}}
@@ -115,4 +101,18 @@ func TestReplays(t *testing.T) {
 			t.Errorf("a reset rank ended the job in %v, more than the timeout", o.detect)
 		}
 	}
+}
+
+// testBinary builds this module's ssfusion command for the test.
+func testBinary(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := build(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }

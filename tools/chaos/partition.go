@@ -103,18 +103,19 @@ func (c *campaign) nodeArgs(t trial, n *twoNodes, node, port int, resume bool) [
 // (partition) or makes it slow and lossy (lossy). A cut must make both nodes' launchers
 // fail within the time limit naming a rank; a lossy link may be survived, with the
 // parameters of a run without the fault, or fail the same way. After a failure it mends
-// the link, resumes on both nodes and checks the parameters.
-func (c *campaign) runPartition(t trial, dir string, o *outcome, fail func(string, ...any)) {
+// the link, resumes on both nodes and checks the parameters. It returns whether the fault
+// failed the job.
+func (c *campaign) runPartition(t trial, dir string, o *outcome, fail func(string, ...any)) bool {
 	n, err := newTwoNodes(t.id)
 	if err != nil {
 		o.note = "skipped: " + err.Error()
-		return
+		return false
 	}
 	defer n.remove()
 	want, err := c.checksum(t.setup)
 	if err != nil {
 		fail("%v", err)
-		return
+		return false
 	}
 	env := append(t.setup.env(), "SSF_JOB_TOKEN="+fmt.Sprintf("chaos-%d-%d", t.seed, t.id))
 	start2 := func(resume bool, port int, await string) ([2]*run, bool) {
@@ -135,7 +136,7 @@ func (c *campaign) runPartition(t trial, dir string, o *outcome, fail func(strin
 	}
 	runs, ok := start2(false, 29500+t.id%500, fmt.Sprintf("step %d/", t.step))
 	if !ok {
-		return
+		return false
 	}
 	select {
 	case <-runs[0].seen:
@@ -172,9 +173,6 @@ func (c *campaign) runPartition(t trial, dir string, o *outcome, fail func(strin
 	}
 	if lossy {
 		o.note = strings.TrimSpace(o.note + " " + n.dropped() + " packets dropped")
-		if !failed {
-			o.survived = true
-		}
 	}
 	out := filepath.Join(dir, "out")
 	for _, p := range halfWritten(out) {
@@ -184,16 +182,16 @@ func (c *campaign) runPartition(t trial, dir string, o *outcome, fail func(strin
 		if got, err := finalChecksum(out); err != nil || got != want {
 			fail("parameters %s (%v) after the slow link, want %s as without the fault", got, err, want)
 		}
-		return
+		return false
 	}
 	if err := n.cut(false); err != nil {
 		fail("%v", err)
-		return
+		return false
 	}
 	exec.Command("tc", "-n", n.ns[0], "qdisc", "del", "dev", n.link[0], "root").Run()
 	runs, ok = start2(hasCheckpoint(out), 30000+t.id%500, "")
 	if !ok {
-		return
+		return false
 	}
 	for node, r := range runs {
 		if err := r.wait(c.job.trialTime); err != nil || r.exitCode() != 0 {
@@ -205,7 +203,6 @@ func (c *campaign) runPartition(t trial, dir string, o *outcome, fail func(strin
 	} else if got != want {
 		fail("parameters %s after the rerun, want %s as without the fault", got, want)
 	}
-	if stale := temporaryFiles(out); len(stale) > 0 {
-		fail("temporary files left after the rerun: %s", strings.Join(stale, ", "))
-	}
+	checkRerun(out, fail)
+	return true
 }
