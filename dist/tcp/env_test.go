@@ -129,6 +129,14 @@ func TestConfigFromEnvListener(t *testing.T) {
 		t.Fatal("no listener")
 	}
 	defer cfg.Listener.Close()
+	checkAdopted(t, ln, cfg.Listener)
+}
+
+// checkAdopted checks that adopted is the socket of ln, taken over from an inherited
+// descriptor: SSF_MASTER_FD is gone, and with ln closed a connection to its address is
+// accepted through adopted.
+func checkAdopted(t *testing.T, ln, adopted net.Listener) {
+	t.Helper()
 	if v, set := os.LookupEnv(EnvMasterFD); set {
 		t.Errorf("%s=%q is still set", EnvMasterFD, v)
 	}
@@ -138,7 +146,7 @@ func TestConfigFromEnvListener(t *testing.T) {
 	}
 	defer c.Close()
 	ln.Close() // the connection can only be accepted through the inherited copy
-	a, err := cfg.Listener.Accept()
+	a, err := adopted.Accept()
 	if err != nil {
 		t.Fatalf("accept on the inherited listener: %v", err)
 	}
@@ -186,20 +194,7 @@ func TestListenerFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inherited.Close()
-	if v, set := os.LookupEnv(EnvMasterFD); set {
-		t.Errorf("%s=%q is still set", EnvMasterFD, v)
-	}
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ln.Close() // the connection can only be accepted through the inherited copy
-	a, err := inherited.Accept()
-	if err != nil {
-		t.Fatalf("accept on the inherited listener: %v", err)
-	}
-	a.Close()
+	checkAdopted(t, ln, inherited)
 }
 
 // TestDialOwnsListener: Dial closes the listener it was given on every path.
