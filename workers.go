@@ -134,7 +134,7 @@ func runInProc(ctx context.Context, cfg trainer.Config) error {
 // connections there.
 func transportFaults() []dist.Option {
 	var armed bool
-	for p := dist.FaultBeforeSend; p <= dist.FaultShmStep; p++ {
+	for _, p := range dist.FaultPoints() {
 		armed = armed || faults.Armed(p.String())
 	}
 	if !armed {

@@ -31,6 +31,11 @@ const (
 	FaultShmStep
 )
 
+// FaultPoints lists every fault point of the transports.
+func FaultPoints() []FaultPoint {
+	return []FaultPoint{FaultBeforeSend, FaultPartialFrame, FaultAfterSend, FaultShmStep}
+}
+
 func (p FaultPoint) String() string {
 	switch p {
 	case FaultBeforeSend:

@@ -127,7 +127,7 @@ func crashHook(spec string, rank int) (dist.FaultHook, error) {
 		return nil, fmt.Errorf("%s=%q: want \"rank point n\": %w", crashEnv, spec, err)
 	}
 	var point dist.FaultPoint
-	for p := dist.FaultBeforeSend; p <= dist.FaultShmStep; p++ {
+	for _, p := range dist.FaultPoints() {
 		if p.String() == name {
 			point = p
 		}
