@@ -40,6 +40,9 @@ func benchTrainStep(b *testing.B, s Spec, unit string, perSample int) {
 	}
 	b.ReportMetric(float64(b.N*s.BatchSize*perSample)/b.Elapsed().Seconds(), unit+"/s")
 	b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
+	// The step's counted work over its time, for comparison with the machine's peak
+	// (kernels.MeasurePeak): tools/bench-vs-pytorch prints it as a fraction of that peak.
+	b.ReportMetric(m.StepFLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	_ = sink
 }
 

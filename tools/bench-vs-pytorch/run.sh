@@ -96,6 +96,14 @@ for build in "${builds[@]}"; do
 	echo "==> Compiling the nets benchmarks ($build build)"
 	go test -c "${tags[@]}" -o "$tmp/nets-$build.test" ./nets
 done
+go test -c -o "$tmp/kernels.test" ./kernels
+
+# The machine's peak, all cores: a register-only FMA loop (kernels.MeasurePeak). Each step's counted
+# work (nets.Model.StepFLOPs, the same for both sides) over its time is printed as a fraction of it.
+echo "==> Measuring this machine's peak FLOP/s (go test ./kernels -bench Peak)"
+peak=$(cd kernels && "$tmp/kernels.test" -test.run XXX -test.bench '^BenchmarkPeak$' -test.benchtime 1x 2>&1 |
+	awk '$1 ~ /^BenchmarkPeak/ { for (i = 2; i < NF; i++) if ($(i+1) == "GFLOP/s-all") print $i }')
+[[ -n $peak ]] || { echo "run.sh: the peak benchmark printed no GFLOP/s-all" >&2; exit 1; }
 
 echo "==> $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews wall-clock rates)"
 echo "==> $(go version | cut -d' ' -f3), GOMAXPROCS=${GOMAXPROCS:-$(nproc)}; PyTorch $("$py" -c 'import torch; print(torch.__version__)') ($py), $threads threads, OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}"
@@ -115,9 +123,10 @@ ours() {
 			for (i = 2; i < NF; i++) {
 				if ($(i+1) == "samples/s" || $(i+1) == "tokens/s") rate = $i
 				if ($(i+1) == "cpu-ms/op") cpu = $i
+				if ($(i+1) == "GFLOP/s") flops = $i
 			}
 		}
-		END { if (rate == "") exit 1; print rate, cpu }' || {
+		END { if (rate == "" || flops == "") exit 1; print rate, cpu, flops }' || {
 		echo "run.sh: no rate in the benchmark output ($build build, $model):" >&2
 		echo "$out" >&2
 		return 1
@@ -125,10 +134,10 @@ ours() {
 }
 
 # The table: rates as "<number> <unit>", CPU time per step over all threads of the process.
-row() { printf '| %-8s | %-8s | %15s | %15s | %12s | %9s | %9s |\n' "$@"; }
+row() { printf '| %-8s | %-8s | %15s | %15s | %12s | %9s | %9s | %12s | %13s |\n' "$@"; }
 table=$(
-	row model build ours PyTorch ours/PyTorch "CPU ours" "CPU torch"
-	row -------- -------- --------------- --------------- ------------ --------- ---------
+	row model build ours PyTorch ours/PyTorch "CPU ours" "CPU torch" "peak, ours" "peak, torch"
+	row -------- -------- --------------- --------------- ------------ --------- --------- ------------ -------------
 )
 for model in ${models//,/ }; do
 	unit=img/s
@@ -144,10 +153,13 @@ for model in ${models//,/ }; do
 	for build in "${builds[@]}"; do
 		echo "==> $model: ours ($build build)"
 		res=$(ours "$build" "$model")
-		read -r o_rate o_cpu <<<"$res"
+		read -r o_rate o_cpu o_flops <<<"$res"
 		ratio=$(awk -v a="$o_rate" -v b="$t_rate" 'BEGIN { printf "%.2f", a / b }')
+		# Both sides do the same work per sample, so PyTorch's rate of work is ours scaled by the rates.
+		o_peak=$(awk -v f="$o_flops" -v p="$peak" 'BEGIN { printf "%.0f%%", 100 * f / p }')
+		t_peak=$(awk -v f="$o_flops" -v a="$o_rate" -v b="$t_rate" -v p="$peak" 'BEGIN { printf "%.0f%%", 100 * f * b / a / p }')
 		table+=$'\n'$(row "$model" "$build" "$(printf '%.1f %s' "$o_rate" "$unit")" "$(printf '%.1f %s' "$t_rate" "$unit")" \
-			"$ratio" "$(printf '%.0f ms' "$o_cpu")" "$(printf '%.0f ms' "$t_cpu")")
+			"$ratio" "$(printf '%.0f ms' "$o_cpu")" "$(printf '%.0f ms' "$t_cpu")" "$o_peak" "$t_peak")
 	done
 done
 
@@ -157,3 +169,5 @@ echo
 echo "ours: go test -bench TrainStep/<model>, mean rate over $iters step(s) after 1 warm-up step;"
 echo "PyTorch: median over $iters step(s) after $warmup warm-up step(s), $threads thread(s). CPU: CPU time"
 echo "per step of all the process's threads. ours/PyTorch above 1 means ours is faster."
+echo "peak: the step's counted work (nets.Model.StepFLOPs: three times the forward pass's, as direct"
+echo "products) per second, over this machine's peak FLOP/s on all cores: $peak GFLOP/s."
