@@ -321,3 +321,28 @@ func TestStartCPUProfile(t *testing.T) {
 		})
 	}
 }
+
+// The pipelines that exchange all-to-all (Ok-Topk) or gather into a kept buffer receive
+// into it over shared memory, which the in-process backend never does: the same job must
+// end with the same parameters either way.
+func TestSharedMemoryRanksMatchInProcessRanks(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"oktopk", "multitensor"} {
+		sums := map[string]string{}
+		for _, backend := range []string{"inproc", "tcp"} {
+			out := filepath.Join(dir, name+"-"+backend)
+			cmd, log := command(t, dir, "train", "--pipeline", name, "--model", "mlp", "--dataset", "synthetic", "--workers", "3",
+				"--max-steps", "8", "--density", "0.01", "--eval-samples", "64", "--check-every", "4", "--backend", backend, "--out", out)
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("%s over %s: %v\n%s", name, backend, err, log)
+			}
+			if backend == "tcp" && !strings.Contains(log.String(), "shared memory") {
+				t.Errorf("%s over tcp: the log does not say the ranks went to shared memory:\n%s", name, log)
+			}
+			sums[backend] = readSummary(t, out).Consistency.ParamChecksum
+		}
+		if sums["inproc"] != sums["tcp"] {
+			t.Errorf("%s: parameters %s in one process, %s between processes", name, sums["inproc"], sums["tcp"])
+		}
+	}
+}

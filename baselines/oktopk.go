@@ -155,7 +155,7 @@ func (x *OkTopk) sparse(step, k int) error {
 		}
 	}
 	x.fillBlocks()
-	got, err := x.comm.AllToAllV(x.blocks)
+	got, err := x.gatherer.AllToAllV(x.blocks) // read by reduce before the next collective reuses the buffer
 	if err != nil {
 		return fmt.Errorf("oktopk: sparse reduce-scatter: %w", err)
 	}

@@ -2,16 +2,17 @@ package dist
 
 import "unsafe"
 
-// A Gatherer runs allgathers whose result lands in a buffer it keeps from one call to the
-// next, as the caller of MPI_Allgatherv supplies its receive buffer. AllGatherV must
-// return blocks of their own, and a fresh allocation per call costs more than the
-// gathering itself for small messages between processes of one machine: the memory is
-// new to the cache each time, and the garbage collector runs the more often. A Gatherer
-// spares both where the communicator can gather into a given buffer (shared memory
-// does); elsewhere it calls AllGatherV.
+// A Gatherer runs allgathers and all-to-all exchanges whose result lands in a buffer it
+// keeps from one call to the next, as the caller of MPI_Allgatherv or MPI_Alltoallv
+// supplies its receive buffer. AllGatherV and AllToAllV must return blocks of their own,
+// and a fresh allocation per call costs more than the exchange itself for small messages
+// between processes of one machine, and its zeroing a good part of it for large ones: the
+// memory is new to the cache each time, and the garbage collector runs the more often. A
+// Gatherer spares both where the communicator can receive into a given buffer (shared
+// memory does); elsewhere it calls the Communicator's method.
 //
-// The blocks of one call are valid until the next call; they share the kept buffer, each
-// capped at its own length. A Gatherer serves one caller at a time.
+// The blocks of one call are valid until the next call of either method; they share the
+// kept buffer, each capped at its own length. A Gatherer serves one caller at a time.
 type Gatherer struct {
 	c      Communicator
 	buf    []byte
@@ -40,6 +41,36 @@ func (g *Gatherer) AllGatherV(send []byte) ([][]byte, error) {
 		buf = nil // send is (part of) a block of the last call: gather elsewhere
 	}
 	blocks, buf, err := gi.AllGatherVInto(send, buf, g.blocks)
+	if err != nil {
+		return nil, err
+	}
+	g.buf, g.blocks = buf, blocks
+	return blocks, nil
+}
+
+// ExchangeInto is implemented by communicators that can receive an all-to-all exchange
+// into a caller's buffer, as the shared memory transport's can. AllToAllVInto returns the
+// received blocks, laid out in rank order in buf when it is large enough (else in a
+// buffer it allocates), and the buffer it used; blocks is reused when its capacity
+// suffices. A Gatherer uses it where it exists.
+type ExchangeInto interface {
+	AllToAllVInto(send [][]byte, buf []byte, blocks [][]byte) ([][]byte, []byte, error)
+}
+
+// AllToAllV is Communicator.AllToAllV, with the received blocks in the Gatherer's buffer.
+func (g *Gatherer) AllToAllV(send [][]byte) ([][]byte, error) {
+	ex, ok := g.c.(ExchangeInto)
+	if !ok {
+		return g.c.AllToAllV(send)
+	}
+	buf := g.buf
+	for _, b := range send {
+		if overlaps(b, buf) {
+			buf = nil // a block to send is (part of) a block of the last call: receive elsewhere
+			break
+		}
+	}
+	blocks, buf, err := ex.AllToAllVInto(send, buf, g.blocks)
 	if err != nil {
 		return nil, err
 	}

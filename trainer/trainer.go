@@ -299,6 +299,9 @@ func (r *run) train(ctx context.Context) error {
 	total, perEpoch := r.totalSteps(), r.data.train.StepsPerEpoch()
 	r.opts.Logf("training %s on %s: %d parameters in %d tensors, %d steps (%d per epoch), pipeline %s",
 		r.cfg.Model, r.cfg.Dataset, r.numParams(), len(r.params), total, perEpoch, r.cfg.Pipeline)
+	if r.comm != nil && r.rank == 0 {
+		r.opts.Logf("ranks talk through %v", r.comm) // which transport: shared memory, TCP, MPI
+	}
 	if err := r.begin(); err != nil {
 		return err
 	}

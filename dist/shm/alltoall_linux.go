@@ -9,9 +9,25 @@ import (
 	"github.com/ssfusion/ssfusion/dist/internal/engine"
 )
 
-// AllToAllV implements dist.Communicator.
+// AllToAllV implements dist.Communicator. It runs on the caller's goroutine: a goroutine
+// handing over to it, as the asynchronous form needs, costs more than the exchange of a
+// small message.
 func (s *shmComm) AllToAllV(send [][]byte) ([][]byte, error) {
-	return s.AllToAllVAsync(send).Wait()
+	out, _, err := s.AllToAllVInto(send, nil, nil)
+	return out, err
+}
+
+// AllToAllVInto implements dist.ExchangeInto.
+func (s *shmComm) AllToAllVInto(send [][]byte, buf []byte, blocks [][]byte) ([][]byte, []byte, error) {
+	o, err := s.begin(engine.CollAllToAllV)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = s.run(o, func(o *shmOp) (err error) { blocks, buf, err = s.allToAllV(o, send, buf, blocks); return err })
+	if err != nil {
+		return nil, nil, err
+	}
+	return blocks, buf, nil
 }
 
 // AllToAllVAsync implements dist.Communicator.
@@ -23,7 +39,7 @@ func (s *shmComm) AllToAllVAsync(send [][]byte) dist.GatherHandle {
 	h := engine.NewHandle()
 	go func() {
 		var out [][]byte
-		err := s.run(o, func(o *shmOp) (err error) { out, err = s.allToAllV(o, send); return err })
+		err := s.run(o, func(o *shmOp) (err error) { out, _, err = s.allToAllV(o, send, nil, nil); return err })
 		if err != nil {
 			out = nil
 		}
@@ -37,10 +53,14 @@ func (s *shmComm) AllToAllVAsync(send [][]byte) dist.GatherHandle {
 // for rank q, each a P-th of the rest of the slot. Every rank learns every size in the
 // first step, so all agree on the number of steps without another round; the first
 // pieces travel with the sizes.
-func (s *shmComm) allToAllV(o *shmOp, send [][]byte) ([][]byte, error) {
+//
+// The received blocks share one buffer, each capped so that appending to one cannot spill
+// into the next: buf when it is large enough, else a new allocation, which it returns
+// with them. The slice of blocks is out when its capacity suffices.
+func (s *shmComm) allToAllV(o *shmOp, send [][]byte, buf []byte, out [][]byte) ([][]byte, []byte, error) {
 	P, r := s.size, s.rank
 	if bad := engine.AllToAllVArgs(send, P, s.e.Options().MaxMessage); bad != "" {
-		return nil, s.invalid("%s", bad)
+		return nil, nil, s.invalid("%s", bad)
 	}
 	hdr := (8*P + 63) &^ 63
 	width := (s.seg.chunk - hdr) / P
@@ -48,7 +68,7 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte) ([][]byte, error) {
 		width &^= 63 // pieces on cache lines of their own
 	}
 	if width < 1 {
-		return nil, s.invalid("alltoallv among %d ranks needs shared memory slots of at least %d bytes, not %d (%s)",
+		return nil, nil, s.invalid("alltoallv among %d ranks needs shared memory slots of at least %d bytes, not %d (%s)",
 			P, hdr+P, s.seg.chunk, EnvSharedMemoryChunk)
 	}
 	put := func(k int) {
@@ -65,12 +85,15 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte) ([][]byte, error) {
 	}
 	put(0)
 	if err := s.first(o, shmDesc{size: uint64(P)}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
-	// This rank's blocks share one allocation, each capped so that appending to one
-	// cannot spill into the next.
-	lengths := make([]int, P)
+	var lengthsBuf [16]int
+	lengths := lengthsBuf[:0]
+	if P > len(lengthsBuf) {
+		lengths = make([]int, 0, P)
+	}
+	lengths = lengths[:P]
 	steps, total := 1, 0
 	for p := range P {
 		sizes := s.seg.slot(p, s.step&1)
@@ -78,7 +101,7 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte) ([][]byte, error) {
 			n := binary.LittleEndian.Uint64(sizes[8*q:])
 			if n > uint64(s.e.Options().MaxMessage) {
 				s.fail(engine.Fault{Rank: p, Reporter: r, Cause: engine.ProtocolErr("alltoallv block of %d bytes exceeds the limit of %d", n, s.e.Options().MaxMessage)})
-				return nil, engine.ErrAborted
+				return nil, nil, engine.ErrAborted
 			}
 			steps = max(steps, (int(n)+width-1)/width)
 			if q == r {
@@ -87,8 +110,16 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte) ([][]byte, error) {
 			}
 		}
 	}
-	all := make([]byte, total)
-	out := make([][]byte, P)
+	var all []byte
+	if buf != nil && cap(buf) >= total {
+		all = buf[:total]
+	} else {
+		all = make([]byte, total)
+	}
+	if cap(out) < P {
+		out = make([][]byte, P)
+	}
+	out = out[:P]
 	var sent int64
 	for p, off := 0, 0; p < P; p++ {
 		out[p] = all[off : off+lengths[p] : off+lengths[p]]
@@ -108,9 +139,9 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte) ([][]byte, error) {
 		}
 	}, put)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, all, nil
 }
 
 // SendRecv implements dist.Communicator.

@@ -1,4 +1,4 @@
-// Command bench-collectives times allreduce and allgather between separate processes of
+// Command bench-collectives times allreduce, allgather and alltoallv between separate processes of
 // one machine, with the dist package, for run.sh to set against Open MPI (see README.md).
 //
 // Started alone it launches -np workers of itself (as train --workers does) and relays
@@ -12,7 +12,7 @@
 //
 // where MS is the median, over -batches timed batches, of the time per collective.
 // Allreduce sums BYTES/4 floats; allgather gathers BYTES in total, BYTES/RANKS from each
-// rank.
+// rank; alltoallv sends BYTES from each rank, BYTES/RANKS to each rank (itself included).
 package main
 
 import (
@@ -35,8 +35,8 @@ import (
 func main() {
 	np := flag.Int("np", 2, "worker processes to launch (ignored in a worker)")
 	backend := flag.String("backend", "tcp", "tcp (tcp.Dial: shared memory on one machine unless SSF_SHM=off) or mpi (under mpirun, -tags mpi build)")
-	sizes := flag.String("sizes", "1K,4K,16K,64K,256K,1M,4M,16M,100M", "message sizes, comma-separated (K, M suffixes: KiB, MiB)")
-	ops := flag.String("ops", "allreduce,allgather", "operations, comma-separated")
+	sizes := flag.String("sizes", "1K,4K,16K,64K,256K,1M,4M,16M,100M,256M", "message sizes, comma-separated (K, M suffixes: KiB, MiB)")
+	ops := flag.String("ops", "allreduce,allgather,alltoallv", "operations, comma-separated")
 	batches := flag.Int("batches", 5, "timed batches per size; the median is reported")
 	flag.Parse()
 	byteSizes, err := parseSizes(*sizes)
@@ -44,8 +44,8 @@ func main() {
 		fail(err)
 	}
 	for _, op := range strings.Split(*ops, ",") {
-		if op != "allreduce" && op != "allgather" {
-			fail(fmt.Errorf("unknown operation %q (allreduce, allgather)", op))
+		if !slices.Contains(operations, op) {
+			fail(fmt.Errorf("unknown operation %q (%s)", op, strings.Join(operations, ", ")))
 		}
 	}
 	if *batches < 1 {
@@ -89,6 +89,9 @@ func main() {
 	}
 }
 
+// operations are the collectives -ops can name.
+var operations = []string{"allreduce", "allgather", "alltoallv"}
+
 // launchWorkers runs np workers of this program with the same arguments and waits for them.
 func launchWorkers(np int) {
 	err := launch.Run(context.Background(), launch.Config{Workers: np, Args: os.Args[1:]})
@@ -111,14 +114,21 @@ func measure(c dist.Communicator, op string, size, batches int) (float64, error)
 		floats[i] = float32(rank+i%7) * 0.25
 	}
 	block := make([]byte, size/P)
-	gather := dist.NewGatherer(c) // into a kept buffer, as MPI_Allgatherv's caller supplies one
+	gather := dist.NewGatherer(c) // into a kept buffer, as the callers of MPI_Allgatherv and MPI_Alltoallv supply one
+	send := make([][]byte, P)
+	for p := range send {
+		send[p] = block
+	}
 	run := func(n int) error {
 		for range n {
 			var err error
-			if op == "allreduce" {
+			switch op {
+			case "allreduce":
 				err = c.AllReduce(floats, dist.Sum)
-			} else {
+			case "allgather":
 				_, err = gather.AllGatherV(block)
+			default:
+				_, err = gather.AllToAllV(send)
 			}
 			if err != nil {
 				return err

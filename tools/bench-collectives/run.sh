@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Times our allreduce and allgather between separate processes of this machine against Open
+# Times our allreduce, allgather and alltoallv between separate processes of this machine against Open
 # MPI's, in one run, alternating the two, and prints both medians and their ratio per size and
 # rank count. See README.md in this folder.
 set -euo pipefail
@@ -12,8 +12,8 @@ Usage: tools/bench-collectives/run.sh [options]
   --repeats N       launches of each program per rank count, alternated (default 3)
   --batches N       timed batches per size inside a launch (default 5)
   --ranks LIST      comma-separated rank counts (default 2,4)
-  --sizes LIST      comma-separated sizes, K and M suffixes (default 1K,4K,16K,64K,256K,1M,4M,16M,100M)
-  --ops LIST        allreduce,allgather (default both)
+  --sizes LIST      comma-separated sizes, K and M suffixes (default 1K,4K,16K,64K,256K,1M,4M,16M,100M,256M)
+  --ops LIST        any of allreduce,allgather,alltoallv (default all three)
   --tcp             also measure ours over TCP (SSF_SHM=off), the transport before shared memory
   --mpi-backend     also measure our MPI backend (go build -tags mpi) under mpirun
   --out FILE        also keep every launch's results (lines: program op bytes ranks ms) in FILE
@@ -27,8 +27,8 @@ EOF
 repeats=3
 batches=5
 ranks=2,4
-sizes=1K,4K,16K,64K,256K,1M,4M,16M,100M
-ops=allreduce,allgather
+sizes=1K,4K,16K,64K,256K,1M,4M,16M,100M,256M
+ops=allreduce,allgather,alltoallv
 tcp=no
 mpi_backend=no
 out=
@@ -58,7 +58,7 @@ for s in ${sizes//,/ }; do
 	[[ $s =~ ^[1-9][0-9]*[KM]?$ ]] || { echo "run.sh: size $s: want a number with an optional K or M suffix" >&2; exit 2; }
 done
 for o in ${ops//,/ }; do
-	case $o in allreduce | allgather) ;; *) echo "run.sh: unknown operation $o (allreduce, allgather)" >&2; exit 2 ;; esac
+	case $o in allreduce | allgather | alltoallv) ;; *) echo "run.sh: unknown operation $o (allreduce, allgather, alltoallv)" >&2; exit 2 ;; esac
 done
 
 [[ -z $out ]] || out=$(realpath -m -- "$out")

@@ -465,8 +465,63 @@ func CheckGatherer(t *testing.T, comms []dist.Communicator, reuses bool) {
 		if got, err = g.AllGatherV(got[next(r)]); err != nil {
 			return err
 		}
-		return check("send from the last result", want)
+		if err := check("send from the last result", want); err != nil {
+			return err
+		}
+		return checkGathererExchange(g, r, len(comms), reuses, check, &got)
 	}))
+}
+
+// checkGathererExchange is CheckGatherer's part for AllToAllV: blocks of several sizes
+// (empty ones among them), received into the kept buffer when reuses is set, and blocks
+// sent from the last call's result.
+func checkGathererExchange(g *dist.Gatherer, r, P int, reuses bool, check func(string, [][]byte) error, got *[][]byte) error {
+	var lo, hi uintptr // the memory call 0's blocks occupied
+	for i, n := range []int{1000, 5, 0, 700} {
+		send := make([][]byte, P)
+		for q := range send {
+			send[q] = ExchangeData(r+i, q, n)
+		}
+		var err error
+		if *got, err = g.AllToAllV(send); err != nil {
+			return err
+		}
+		want := make([][]byte, P)
+		for q := range want {
+			want[q] = ExchangeData(q+i, r, n)
+		}
+		call := fmt.Sprintf("exchange %d, %d bytes", i, n)
+		if err := check(call, want); err != nil {
+			return err
+		}
+		for q, b := range *got {
+			p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+			switch {
+			case i == 0 && q == 0:
+				lo, hi = p, p
+			case i == 0:
+				hi = max(hi, p+uintptr(len(b)))
+			case reuses && len(b) > 0 && (p < lo || p+uintptr(len(b)) > hi):
+				return fmt.Errorf("%s: block %d not received into the kept buffer", call, q)
+			}
+		}
+	}
+	// Rank r now holds from rank q what q sent it in call 3; it sends to rank q what it
+	// received from rank q+1.
+	next := func(q int) int { return (q + 1) % P }
+	send := make([][]byte, P)
+	for q := range send {
+		send[q] = (*got)[next(q)]
+	}
+	var err error
+	if *got, err = g.AllToAllV(send); err != nil {
+		return err
+	}
+	want := make([][]byte, P)
+	for q := range want {
+		want[q] = ExchangeData(next(r)+3, q, 700)
+	}
+	return check("exchange sent from the last result", want)
 }
 
 // Signaled returns the signal that ended a child process, or nil.

@@ -3,10 +3,11 @@
  * output as bench-collectives (main.go), with Open MPI's blocking collectives called
  * from C, so that no Go overhead is counted. Allreduce is MPI_Allreduce in place on
  * MPI_FLOAT with MPI_SUM; allgather is MPI_Allgatherv of BYTES/RANKS bytes from each rank,
- * what AllGatherV does.
+ * what AllGatherV does; alltoallv is MPI_Alltoallv of BYTES/RANKS bytes from each rank to
+ * each rank, what AllToAllV does.
  *
  * Build: mpicc -O2 -o ompi_bench ompi_bench.c (run.sh does)
- * Run:   mpirun -np 2 ./ompi_bench [-sizes 1K,64K] [-ops allreduce,allgather] [-batches 5]
+ * Run:   mpirun -np 2 ./ompi_bench [-sizes 1K,64K] [-ops allreduce,allgather,alltoallv] [-batches 5]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -33,21 +34,23 @@ static long parse_size(const char *s) {
 	return n;
 }
 
-static int run(const char *op, float *floats, long size, char *block, char *all, int *counts,
-		int *displs, int n) {
+static int run(const char *op, float *floats, long size, char *block, char *sendbuf, char *all,
+		int *counts, int *displs, int n) {
 	for (int i = 0; i < n; i++) {
 		int rc;
 		if (strcmp(op, "allreduce") == 0)
 			rc = MPI_Allreduce(MPI_IN_PLACE, floats, (int)(size / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-		else
+		else if (strcmp(op, "allgather") == 0)
 			rc = MPI_Allgatherv(block, counts[0], MPI_BYTE, all, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
+		else /* alltoallv: the same block to every rank, as bench-collectives sends */
+			rc = MPI_Alltoallv(sendbuf, counts, displs, MPI_BYTE, all, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
 		if (rc != MPI_SUCCESS) return rc;
 	}
 	return MPI_SUCCESS;
 }
 
 int main(int argc, char **argv) {
-	const char *sizes = "1K,4K,16K,64K,256K,1M,4M,16M,100M", *ops = "allreduce,allgather";
+	const char *sizes = "1K,4K,16K,64K,256K,1M,4M,16M,100M,256M", *ops = "allreduce,allgather,alltoallv";
 	int batches = 5;
 	MPI_Init(&argc, &argv);
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -69,24 +72,25 @@ int main(int argc, char **argv) {
 			float *floats = malloc(size);
 			for (long i = 0; i < size / 4; i++) floats[i] = (float)(rank + i % 7) * 0.25f;
 			long per = size / P;
-			char *block = calloc(per ? per : 1, 1), *all = malloc(per * P ? per * P : 1);
+			char *block = calloc(per ? per : 1, 1), *all = malloc(per * P > 0 ? per * P : 1);
+			char *sendbuf = calloc(per * P > 0 ? per * P : 1, 1);
 			int *counts = malloc(P * sizeof(int)), *displs = malloc(P * sizeof(int));
 			for (int q = 0; q < P; q++) counts[q] = (int)per, displs[q] = (int)(per * q);
 
 			int n = iterations(size);
 			double *times = malloc(batches * sizeof(double));
-			run(op, floats, size, block, all, counts, displs, n / 10 > 0 ? n / 10 : 1);
+			run(op, floats, size, block, sendbuf, all, counts, displs, n / 10 > 0 ? n / 10 : 1);
 			for (int b = 0; b < batches; b++) {
 				MPI_Barrier(MPI_COMM_WORLD);
 				double t0 = MPI_Wtime();
-				run(op, floats, size, block, all, counts, displs, n);
+				run(op, floats, size, block, sendbuf, all, counts, displs, n);
 				MPI_Barrier(MPI_COMM_WORLD);
 				times[b] = (MPI_Wtime() - t0) * 1e3 / n;
 			}
 			qsort(times, batches, sizeof(double), cmp_double);
 			if (rank == 0) printf("result %s %ld %d %.6f\n", op, size, P, times[batches / 2]);
 			fflush(stdout);
-			free(floats), free(block), free(all), free(counts), free(displs), free(times);
+			free(floats), free(block), free(sendbuf), free(all), free(counts), free(displs), free(times);
 		}
 		free(sizesCopy);
 	}
