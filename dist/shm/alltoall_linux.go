@@ -48,11 +48,11 @@ func (s *shmComm) AllToAllVAsync(send [][]byte) dist.GatherHandle {
 	return engine.GatherHandle{Handle: h}
 }
 
-// allToAllV streams the blocks through the slots: a rank's slot starts with the sizes of
-// its P blocks (read in the first step only) and then holds P pieces, the one at place q
-// for rank q, each a P-th of the rest of the slot. Every rank learns every size in the
-// first step, so all agree on the number of steps without another round; the first
-// pieces travel with the sizes.
+// allToAllV streams the blocks through the slots: a rank's slot holds P pieces, the one at
+// place q for rank q, each a P-th of the slot, and the header before the slot the sizes of
+// its P blocks (read in the first step only). Every rank learns every size in the first
+// step, so all agree on the number of steps without another round; the first pieces
+// travel with the sizes.
 //
 // The received blocks share one buffer, each capped so that appending to one cannot spill
 // into the next: buf when it is large enough, else a new allocation, which it returns
@@ -62,26 +62,22 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte, buf []byte, out [][]byte) (
 	if bad := engine.AllToAllVArgs(send, P, s.e.Options().MaxMessage); bad != "" {
 		return nil, nil, s.invalid("%s", bad)
 	}
-	hdr := (8*P + 63) &^ 63
-	width := (s.seg.chunk - hdr) / P
-	if width >= 64 {
-		width &^= 63 // pieces on cache lines of their own
-	}
-	if width < 1 {
+	width := pieceWidth(s.seg.chunk, P)
+	if width < 1 { // more ranks than bytes in a slot
 		return nil, nil, s.invalid("alltoallv among %d ranks needs shared memory slots of at least %d bytes, not %d (%s)",
-			P, hdr+P, s.seg.chunk, EnvSharedMemoryChunk)
+			P, P, s.seg.chunk, EnvSharedMemoryChunk)
 	}
 	put := func(k int) {
 		slot := s.seg.slot(r, s.nextParity())
 		for q, b := range send {
 			if off := k * width; q != r && off < len(b) {
-				copy(slot[hdr+q*width:hdr+(q+1)*width], b[off:])
+				copy(slot[q*width:(q+1)*width], b[off:])
 			}
 		}
 	}
-	slot := s.seg.slot(r, s.nextParity())
+	sizes := s.seg.slotSizes(r, s.nextParity())
 	for q, b := range send {
-		binary.LittleEndian.PutUint64(slot[8*q:], uint64(len(b)))
+		binary.LittleEndian.PutUint64(sizes[8*q:], uint64(len(b)))
 	}
 	put(0)
 	if err := s.first(o, shmDesc{size: uint64(P)}); err != nil {
@@ -96,7 +92,7 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte, buf []byte, out [][]byte) (
 	lengths = lengths[:P]
 	steps, total := 1, 0
 	for p := range P {
-		sizes := s.seg.slot(p, s.step&1)
+		sizes := s.seg.slotSizes(p, s.step&1)
 		for q := range P {
 			n := binary.LittleEndian.Uint64(sizes[8*q:])
 			if n > uint64(s.e.Options().MaxMessage) {
@@ -134,7 +130,7 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte, buf []byte, out [][]byte) (
 	err := s.stream(steps, func(k int) {
 		for p, blk := range out {
 			if off := k * width; p != r && off < len(blk) {
-				copy(blk[off:], s.seg.slot(p, s.step&1)[hdr+r*width:hdr+(r+1)*width])
+				copy(blk[off:], s.seg.slot(p, s.step&1)[r*width:(r+1)*width])
 			}
 		}
 	}, put)
@@ -142,6 +138,17 @@ func (s *shmComm) allToAllV(o *shmOp, send [][]byte, buf []byte, out [][]byte) (
 		return nil, nil, err
 	}
 	return out, all, nil
+}
+
+// pieceWidth is the bytes of a slot of chunk bytes that an alltoallv among P ranks gives
+// each destination: a P-th of the slot, on cache lines of their own when it is a line or
+// more. Zero when the slot has fewer bytes than there are ranks.
+func pieceWidth(chunk, P int) int {
+	w := chunk / P
+	if w >= 64 {
+		w &^= 63
+	}
+	return w
 }
 
 // SendRecv implements dist.Communicator.

@@ -3,9 +3,7 @@
 package shm
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,21 +36,20 @@ func TestShmAllToAllV(t *testing.T) {
 	}
 }
 
-// TestShmAllToAllVSlotsTooSmall: slots that cannot hold the block sizes fail every rank
-// with a message that says which setting to raise.
-func TestShmAllToAllVSlotsTooSmall(t *testing.T) {
-	disttest.CheckGoroutines(t)
-	comms := startShmWith(t, geometry{64, 64}, 5)
-	errs := disttest.RunRanks(t, comms, 15*time.Second, func(r int, c dist.Communicator) error {
-		_, err := c.AllToAllV(make([][]byte, 5))
-		return err
-	})
-	for r, err := range errs {
-		if !errors.Is(err, dist.ErrInvalid) {
-			t.Errorf("rank %d: %v, want dist.ErrInvalid", r, err)
-		}
-		if err != nil && !strings.Contains(err.Error(), EnvSharedMemoryChunk) {
-			t.Errorf("rank %d: %v does not name %s", r, err, EnvSharedMemoryChunk)
+// TestPieceWidth: a P-th of the slot, whole cache lines where it spans one, so that blocks
+// of a P-th of the default slot pass in one step; nothing when ranks outnumber the bytes
+// (alltoallv then fails naming the setting to raise).
+func TestPieceWidth(t *testing.T) {
+	for _, c := range []struct{ chunk, P, want int }{
+		{defaultChunk, 2, defaultChunk / 2},
+		{defaultChunk, 3, 349504}, // 349525 rounded down to lines
+		{320, 5, 64},
+		{256, 5, 51},
+		{64, 5, 12},
+		{64, 65, 0},
+	} {
+		if got := pieceWidth(c.chunk, c.P); got != c.want {
+			t.Errorf("pieceWidth(%d, %d) = %d, want %d", c.chunk, c.P, got, c.want)
 		}
 	}
 }

@@ -73,10 +73,15 @@ type segment struct {
 	res   int // offset of the result areas
 }
 
+// slotHeader is the room before each data slot for the P block sizes an alltoallv
+// announces, on cache lines of their own. Outside the slot, they leave all of it to the
+// pieces, so that blocks of a P-th of the slot (powers of two, say) pass in one step.
+func slotHeader(size int) int { return (8*size + 63) &^ 63 }
+
 func shmLayout(size, chunk int) (total, ctl, slots, res int) {
 	ctl = shmHeader
 	slots = (ctl + size*shmCtlSize + shmAlign - 1) / shmAlign * shmAlign
-	res = slots + 2*size*chunk
+	res = slots + 2*size*(slotHeader(size)+chunk)
 	total = res + 2*chunk
 	return
 }
@@ -207,8 +212,19 @@ func (s *segment) desc(rank int, parity uint32) *shmDesc {
 
 // slot is rank's data slot for steps of the given parity.
 func (s *segment) slot(rank int, parity uint32) []byte {
-	off := s.slots + (2*rank+int(parity))*s.chunk
+	off := s.slotStart(rank, parity) + slotHeader(s.size)
 	return s.mem[off : off+s.chunk : off+s.chunk]
+}
+
+// slotSizes is the header before rank's data slot for steps of the given parity: room for
+// a size per rank.
+func (s *segment) slotSizes(rank int, parity uint32) []byte {
+	off := s.slotStart(rank, parity)
+	return s.mem[off : off+8*s.size : off+8*s.size]
+}
+
+func (s *segment) slotStart(rank int, parity uint32) int {
+	return s.slots + (2*rank+int(parity))*(slotHeader(s.size)+s.chunk)
 }
 
 // result is the shared result area for the given parity.
