@@ -136,10 +136,13 @@ func render(spec *Spec, results []result) string {
 func writeProvenance(b *strings.Builder, results []result) {
 	var origins []string
 	cells := map[string]int{}
+	var cost Cost
 	for _, r := range results {
 		if r.sum == nil {
 			continue
 		}
+		cost.Cells++
+		cost.Seconds += r.sum.WallSeconds
 		o := originText(r.sum.Provenance)
 		if cells[o] == 0 {
 			origins = append(origins, o)
@@ -157,6 +160,7 @@ func writeProvenance(b *strings.Builder, results []result) {
 		}
 		fmt.Fprintf(b, "- %d %s: %s\n", cells[o], noun, o)
 	}
+	fmt.Fprintf(b, "\nCost: %s (each cell's training wall-clock, summed).\n", cost)
 }
 
 // originText describes the build and machine of p in a line.

@@ -32,13 +32,13 @@ func TestReport(t *testing.T) {
 		}
 		writeSummary(t, c.Config.Out, raw)
 	}
-	put(cells[0], trainer.Summary{Complete: true, Steps: 300, Workers: 2, FinalLoss: f(0.0375), Eval: trainer.Eval{Accuracy: f(0.9888)},
+	put(cells[0], trainer.Summary{Complete: true, Steps: 300, Workers: 2, WallSeconds: 130, FinalLoss: f(0.0375), Eval: trainer.Eval{Accuracy: f(0.9888)},
 		Throughput:  trainer.Throughput{SamplesPerS: 43, StepMS: trainer.StepMS{Total: 1488, Compute: 587, Comm: 900, Wait: 900}},
 		Traffic:     trainer.Traffic{BytesSentPerStep: f(1633309)},
 		Consistency: trainer.Consistency{ParamChecksumEqual: &yes},
 		Provenance: provenance.Info{Revision: "abc123", Modified: true, GoVersion: "go1.26.8", OS: "linux", Arch: "amd64",
 			CPU: "Some CPU", GEMM: "avx2 assembly", GOMAXPROCS: 2}})
-	put(cells[1], trainer.Summary{Complete: false, Steps: 120, Workers: 2, Eval: trainer.Eval{Accuracy: f(0.5)},
+	put(cells[1], trainer.Summary{Complete: false, Steps: 120, Workers: 2, WallSeconds: 30.5, Eval: trainer.Eval{Accuracy: f(0.5)},
 		Throughput: trainer.Throughput{SamplesPerS: 86},
 		Traffic:    trainer.Traffic{BytesSentPerStep: f(22366)},
 		Sparsity:   trainer.Sparsity{DensityAchieved: f(0.01), TensorsMissingPerStep: f(20.6), PartitionImbalance: f(1.234)},
@@ -75,6 +75,7 @@ func TestReport(t *testing.T) {
 		"| pipeline-multitensor (stopped at step 120) | 1.0 KB | 2.5 KB | 2.50x |",
 		"- 1 cell: revision abc123 (modified), go1.26.8 linux/amd64, Some CPU, GOMAXPROCS 2, matrix products: avx2 assembly",
 		"- 1 cell: not recorded",
+		"Cost: 2 cells, 3 minutes of training in all (each cell's training wall-clock, summed).",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
