@@ -25,11 +25,31 @@ func MeasurePeak(d time.Duration) Peak {
 	threads := runtime.GOMAXPROCS(0)
 	return Peak{
 		Loop:        name,
-		FLOPSCore:   fmaRate(loop, perIter, 1, d),
-		FLOPS:       fmaRate(loop, perIter, threads, d),
+		FLOPSCore:   bestFMARate(loop, perIter, 1, d),
+		FLOPS:       bestFMARate(loop, perIter, threads, d),
 		Threads:     threads,
 		TriadBytesS: triadRate(threads, d),
 	}
+}
+
+// peakTries is how many parts of its time bestFMARate measures apart.
+const peakTries = 5
+
+// bestFMARate is the best of peakTries measurements by fmaRate, each for a peakTries-th of
+// d. Other work on the machine can only slow the loop down, so the best is the nearest to
+// what the cores can do: on a shared machine one averaged measurement read half the peak
+// whenever another process held a core for part of it.
+func bestFMARate(loop func(int) float32, perIter float64, workers int, d time.Duration) float64 {
+	return bestOf(peakTries, func() float64 { return fmaRate(loop, perIter, workers, d/peakTries) })
+}
+
+// bestOf returns the largest of tries results of measure.
+func bestOf(tries int, measure func() float64) float64 {
+	best := 0.0
+	for range tries {
+		best = max(best, measure())
+	}
+	return best
 }
 
 // fmaRate runs loop on workers goroutines for about d and returns their FLOP/s together.

@@ -16,6 +16,17 @@ func TestFMALoopRuns(t *testing.T) {
 	}
 }
 
+// TestBestOf: the peak is the best try, wherever it falls among them.
+func TestBestOf(t *testing.T) {
+	for _, tries := range [][]float64{{5, 1, 1}, {1, 5, 1}, {1, 1, 5}, {5}} {
+		i := 0
+		got := bestOf(len(tries), func() float64 { i++; return tries[i-1] })
+		if got != 5 || i != len(tries) {
+			t.Errorf("bestOf(%v) = %g after %d tries, want 5 after %d", tries, got, i, len(tries))
+		}
+	}
+}
+
 func TestTriad(t *testing.T) {
 	a, b, c := make([]float32, 37), make([]float32, 37), make([]float32, 37)
 	for i := range b {

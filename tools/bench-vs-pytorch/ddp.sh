@@ -83,8 +83,12 @@ rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["kind"] == "train"]
 warmup = int(sys.argv[2])
 timed = rows[warmup:]
 rate = sum(int(r["samples"]) for r in timed) / (float(timed[-1]["wall_s"]) - float(rows[warmup - 1]["wall_s"]))
-print(f"ours: {rate:.1f} samples/s over {len(timed)} steps", file=sys.stderr)
-print(f"{rate:.1f}")
+# comm_ms: the time an allreduce was in flight during the step; wait_ms: the part of it the
+# step spent blocked, which backward did not hide.
+comm = sum(float(r["comm_ms"] or 0) for r in timed) / len(timed)
+wait = sum(float(r["wait_ms"] or 0) for r in timed) / len(timed)
+print(f"ours: {rate:.1f} samples/s over {len(timed)} steps, allreduce in flight {comm:.1f} ms a step, waited on {wait:.1f} ms", file=sys.stderr)
+print(f"{rate:.1f} {comm:.2f} {wait:.2f}")
 PY
 }
 
@@ -97,10 +101,10 @@ theirs() {
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-row() { printf '| %-9s | %14s | %14s | %12s |\n' "$@"; }
+row() { printf '| %-9s | %14s | %14s | %12s | %16s | %18s |\n' "$@"; }
 table=$(
-	row processes "ours" "PyTorch DDP" "ours/PyTorch"
-	row --------- -------------- -------------- ------------
+	row processes "ours" "PyTorch DDP" "ours/PyTorch" "ours: allreduce" "of it behind compute"
+	row --------- -------------- -------------- ------------ ---------------- ------------------
 )
 for p in ${procs//,/ }; do
 	: >"$tmp/o" && : >"$tmp/t"
@@ -110,14 +114,19 @@ for p in ${procs//,/ }; do
 		echo "==> $p processes, run $r of $repeats: PyTorch DDP"
 		theirs "$p" >>"$tmp/t"
 	done
-	o=$(median <"$tmp/o")
+	o=$(cut -d' ' -f1 "$tmp/o" | median)
+	comm=$(cut -d' ' -f2 "$tmp/o" | median)
+	wait=$(cut -d' ' -f3 "$tmp/o" | median)
 	t=$(median <"$tmp/t")
-	table+=$'\n'$(row "$p" "$(printf '%.1f' "$o")" "$(printf '%.1f' "$t")" "$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.2f", a / b }')")
+	hidden=$(awk -v c="$comm" -v w="$wait" 'BEGIN { if (c > 0) printf "%.0f%%", 100 * (c - w) / c; else print "-" }')
+	table+=$'\n'$(row "$p" "$(printf '%.1f' "$o")" "$(printf '%.1f' "$t")" "$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.2f", a / b }')" \
+		"$(printf '%.1f ms/step' "$comm")" "$hidden")
 done
 
 echo
 echo "ResNet-20, 3x32x32 synthetic images, batch $batch per process, SGD (momentum 0.9, weight decay"
 echo "5e-4), loopback; global samples/s over $steps timed steps after $warmup warm-up steps, wall-clock,"
-echo "median of $repeats run(s) per side."
+echo "median of $repeats run(s) per side. ours: allreduce is the time per step an allreduce of ours was in"
+echo "flight; of it behind compute, the share the step did not wait for (it ran during backward)."
 echo
 echo "$table"
