@@ -30,7 +30,8 @@ type shmComm struct {
 	e          *engine.Engine
 	seg        *segment
 	rank, size int
-	small      int // bytes up to which every rank reduces a whole allreduce itself
+	small      int           // bytes up to which every rank reduces a whole allreduce itself
+	spinFor    time.Duration // how long a wait keeps its core before yielding it (waitAll)
 
 	mu     sync.Mutex
 	seq    uint64
@@ -54,7 +55,7 @@ func newShmComm(e *engine.Engine, seg *segment, small int) *shmComm {
 	e.HideSetup()
 	s := &shmComm{
 		e: e, seg: seg, rank: e.Rank(), size: e.Size(), small: small,
-		done: make(chan struct{}), epoch: time.Now(),
+		done: make(chan struct{}), epoch: time.Now(), spinFor: spinBudget(e.Size(), onlineCPUs()),
 	}
 	s.turn.L = &s.mu
 	return s

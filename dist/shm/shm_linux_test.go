@@ -510,3 +510,28 @@ func TestShmStats(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestSpinBudget: ranks keep their core while waiting only when every rank of the machine
+// can have one; the core count is the kernel's list of online cores, whatever this
+// process's own share of them.
+func TestSpinBudget(t *testing.T) {
+	for _, c := range []struct {
+		ranks, cpus int
+		want        time.Duration
+	}{{2, 2, shmSpinFor}, {1, 1, shmSpinFor}, {2, 64, shmSpinFor}, {3, 2, 0}, {4, 2, 0}} {
+		if got := spinBudget(c.ranks, c.cpus); got != c.want {
+			t.Errorf("spinBudget(%d ranks, %d cores) = %v, want %v", c.ranks, c.cpus, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		list string
+		want int
+	}{{"0", 1}, {"0-1", 2}, {"0-3,8,10-11", 7}, {"", -1}, {"0-x", -1}, {"3-1", -1}, {"a", -1}} {
+		if got := countCPUList(c.list, -1); got != c.want {
+			t.Errorf("countCPUList(%q) = %d, want %d", c.list, got, c.want)
+		}
+	}
+	if n := onlineCPUs(); n < 1 {
+		t.Errorf("onlineCPUs() = %d", n)
+	}
+}

@@ -16,6 +16,8 @@ Usage: tools/bench-collectives/run.sh [options]
   --ops LIST        any of allreduce,allgather,alltoallv (default all three)
   --tcp             also measure ours over TCP (SSF_SHM=off), the transport before shared memory
   --mpi-backend     also measure our MPI backend (go build -tags mpi) under mpirun
+  --busy            keep a lowest-priority (nice 19) busy loop on every core while measuring,
+                    as other work on a shared machine would
   --out FILE        also keep every launch's results (lines: program op bytes ranks ms) in FILE
   -h, --help        this text
 
@@ -31,6 +33,7 @@ sizes=1K,4K,16K,64K,256K,1M,4M,16M,100M,256M
 ops=allreduce,allgather,alltoallv
 tcp=no
 mpi_backend=no
+busy=no
 out=
 
 while (($#)); do
@@ -43,6 +46,7 @@ while (($#)); do
 	--ops) ops=${2:?--ops needs a list}; shift ;;
 	--tcp) tcp=yes ;;
 	--mpi-backend) mpi_backend=yes ;;
+	--busy) busy=yes ;;
 	--out) out=${2:?--out needs a file name}; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -76,7 +80,8 @@ if ! command -v mpirun >/dev/null || ! command -v mpicc >/dev/null; then
 fi
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+hogs=()
+trap 'rm -rf "$work"; ((${#hogs[@]} == 0)) || kill "${hogs[@]}" 2>/dev/null' EXIT
 echo "==> Building (go build, mpicc) in $work"
 go build -o "$work/ours" ./tools/bench-collectives
 mpicc -O2 -o "$work/ompi" "$here/openmpi/ompi_bench.c"
@@ -112,6 +117,13 @@ measure() {
 	sed -n 's/^\(\[rank 0\] \)\{0,1\}result /'"$name"' /p' <<<"$out" >>"$results"
 }
 
+if [[ $busy == yes ]]; then
+	for ((c = 0; c < $(nproc); c++)); do
+		nice -n 19 bash -c 'while :; do :; done' &
+		hogs+=($!)
+	done
+	echo "==> ${#hogs[@]} busy loops at nice 19 run while measuring"
+fi
 echo "==> $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before"
 for ((i = 1; i <= repeats; i++)); do
 	for p in ${ranks//,/ }; do
