@@ -38,6 +38,7 @@ func main() {
 	sizes := flag.String("sizes", "1K,4K,16K,64K,256K,1M,4M,16M,100M,256M", "message sizes, comma-separated (K, M suffixes: KiB, MiB)")
 	ops := flag.String("ops", "allreduce,allgather,alltoallv", "operations, comma-separated")
 	batches := flag.Int("batches", 5, "timed batches per size; the median is reported")
+	bind := flag.String("bind-addr", "", "address a worker listens on for its peers (default 127.0.0.1: one machine); its own interface address across machines or namespaces")
 	flag.Parse()
 	byteSizes, err := parseSizes(*sizes)
 	if err != nil {
@@ -64,6 +65,9 @@ func main() {
 		}
 		if cerr != nil {
 			fail(cerr)
+		}
+		if *bind != "" {
+			cfg.BindAddr = *bind
 		}
 		comm, err = tcp.Dial(context.Background(), cfg)
 	default:
