@@ -3,7 +3,8 @@
 // prints beside them, as a fraction of the peak, the GEMM kernels' rate on the products of
 // a training step (a serial product against one core's peak, a parallel one against all
 // cores') and whole training steps of the models the benchmarks compare with PyTorch
-// (their counted FLOPs, nets.Model.StepFLOPs, over the step's time, against all cores).
+// (their counted FLOPs, nets.Model.StepFLOPs, over the step's time, against all cores), and
+// top-k selection's rate of reading a large gradient against the triad's bandwidth.
 //
 //	go run ./tools/peak [-time 500ms]
 package main
@@ -13,9 +14,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"text/tabwriter"
 	"time"
 
+	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/kernels"
 	"github.com/ssfusion/ssfusion/nets"
 )
@@ -72,6 +75,54 @@ func main() {
 		fmt.Fprintf(w, "%s, batch %d\t%.1f\t%.0f%%\t\n", spec.Arch, spec.BatchSize, rate/1e9, 100*rate/p.FLOPS)
 	}
 	w.Flush()
+	fmt.Println()
+	fmt.Fprintln(w, "selection\tGB/s\tof triad\t")
+	for _, par := range []bool{true, false} {
+		rate, err := topKRate(r, par, *d)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peak:", err)
+			os.Exit(1)
+		}
+		name := fmt.Sprintf("top-k, 1%% of %dM floats", topKElems>>20)
+		if !par {
+			name += " (one core)"
+		}
+		fmt.Fprintf(w, "%s\t%.1f\t%.0f%%\t\n", name, rate/1e9, 100*rate/p.TriadBytesS)
+	}
+	w.Flush()
+}
+
+// topKElems is the size of the gradient topKRate selects from: 100 MB of float32, as a
+// large model's fused gradient, far beyond the caches.
+const topKElems = 25 << 20
+
+// topKRate times exact top-k selection of 1% of topKElems normal floats for about d (at
+// least three times) and returns the gradient's bytes over the time of one selection: the
+// rate of a selector that reads the gradient once. With par unset the selection runs with
+// GOMAXPROCS 1, on one goroutine.
+func topKRate(r *rand.Rand, par bool, d time.Duration) (float64, error) {
+	g := make([]float32, topKElems)
+	for i := range g {
+		g[i] = float32(r.NormFloat64())
+	}
+	if !par {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	}
+	s := &compress.TopK{}
+	k := topKElems / 100
+	idx, err := s.Select(g, k, nil) // warm up
+	if err != nil {
+		return 0, err
+	}
+	runs := 0
+	start := time.Now()
+	for runs < 3 || time.Since(start) < d {
+		if idx, err = s.Select(g, k, idx); err != nil {
+			return 0, err
+		}
+		runs++
+	}
+	return 4 * float64(topKElems) * float64(runs) / time.Since(start).Seconds(), nil
 }
 
 // models are the training steps of the comparison with PyTorch (tools/bench-vs-pytorch).
