@@ -19,6 +19,7 @@ Usage: tools/bench-collectives/run.sh [options]
   --busy            keep a lowest-priority (nice 19) busy loop on every core while measuring,
                     as other work on a shared machine would
   --out FILE        also keep every launch's results (lines: program op bytes ranks ms) in FILE
+  --table FILE      measure nothing: print the table of the results --out kept in FILE
   -h, --help        this text
 
 May install, with apt-get (as root, or through sudo), openmpi-bin and libopenmpi-dev when mpirun
@@ -34,6 +35,7 @@ ops=allreduce,allgather,alltoallv
 tcp=no
 mpi_backend=no
 busy=no
+table_from=
 out=
 
 while (($#)); do
@@ -47,6 +49,7 @@ while (($#)); do
 	--tcp) tcp=yes ;;
 	--mpi-backend) mpi_backend=yes ;;
 	--busy) busy=yes ;;
+	--table) table_from=${2:?--table needs a file name}; shift ;;
 	--out) out=${2:?--out needs a file name}; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -66,6 +69,62 @@ for o in ${ops//,/ }; do
 done
 
 [[ -z $out ]] || out=$(realpath -m -- "$out")
+
+# print_table FILE prints the table of the launches' results in FILE (lines: program op bytes
+# ranks ms): medians over the repeats of each launch's median, and the fastest launches.
+print_table() {
+	local extra=()
+	grep -q '^ours-tcp ' "$1" && extra+=(ours-tcp)
+	grep -q '^ours-mpi ' "$1" && extra+=(ours-mpi)
+	awk -v extra="${extra[*]}" '
+function least(list,   a, n, i, m) {
+	n = split(list, a, " ")
+	m = a[1]
+	for (i = 2; i <= n; i++) if (a[i] + 0 < m + 0) m = a[i]
+	return m
+}
+function median(list,   a, n, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function human(b) {
+	if (b >= 1048576) return (b / 1048576) "MB"
+	if (b >= 1024) return (b / 1024) "KB"
+	return b "B"
+}
+{
+	key = $2 SUBSEP $3 SUBSEP $4
+	if (!(key in seen)) { seen[key] = 1; order[++nkeys] = key }
+	times[$1, key] = times[$1, key] " " $5
+}
+END {
+	ne = split(extra, ex, " ")
+	printf "\n%-10s %6s %5s %12s %12s %10s %10s", "op", "size", "ranks", "ours ms", "OpenMPI ms", "ours/OMPI", "best/best"
+	for (i = 1; i <= ne; i++) printf " %12s", ex[i] " ms"
+	printf "\n"
+	for (k = 1; k <= nkeys; k++) {
+		key = order[k]
+		split(key, f, SUBSEP)
+		o = median(times["ours", key]); m = median(times["openmpi", key])
+		ob = least(times["ours", key]); mb = least(times["openmpi", key])
+		printf "%-10s %6s %5s %12.4f %12.4f %10.2f %10.2f", f[1], human(f[2]), f[3], o, m, (m > 0 ? o / m : 0), (mb > 0 ? ob / mb : 0)
+		for (i = 1; i <= ne; i++) printf " %12.4f", median(times[ex[i], key])
+		printf "\n"
+	}
+}' <(sort -s -k2,2 -k4,4n -k3,3n "$1")
+	echo
+	echo "ours/OMPI is our time over Open MPI's: below 1 means ours is faster. best/best is the same"
+	echo "ratio of each side's fastest launch: what each can do when nothing else slows the machine."
+}
+
+if [[ -n $table_from ]]; then
+	[[ -r $table_from ]] || { echo "run.sh: cannot read $table_from" >&2; exit 1; }
+	grep -q '^openmpi ' "$table_from" || { echo "run.sh: $table_from holds no Open MPI results (want the lines --out keeps)" >&2; exit 1; }
+	print_table "$table_from"
+	exit 0
+fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -141,40 +200,4 @@ done
 echo "==> load average $(cut -d' ' -f1-3 /proc/loadavg) after"
 [[ -z $out ]] || cp "$results" "$out"
 
-# The table: medians over the repeats of each launch's median.
-extra=()
-[[ $tcp == yes ]] && extra+=(ours-tcp)
-[[ $mpi_backend == yes ]] && extra+=(ours-mpi)
-awk -v extra="${extra[*]}" '
-function median(list,   a, n, i, j, t) {
-	n = split(list, a, " ")
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-function human(b) {
-	if (b >= 1048576) return (b / 1048576) "MB"
-	if (b >= 1024) return (b / 1024) "KB"
-	return b "B"
-}
-{
-	key = $2 SUBSEP $3 SUBSEP $4
-	if (!(key in seen)) { seen[key] = 1; order[++nkeys] = key }
-	times[$1, key] = times[$1, key] " " $5
-}
-END {
-	ne = split(extra, ex, " ")
-	printf "\n%-10s %6s %5s %12s %12s %10s", "op", "size", "ranks", "ours ms", "OpenMPI ms", "ours/OMPI"
-	for (i = 1; i <= ne; i++) printf " %12s", ex[i] " ms"
-	printf "\n"
-	for (k = 1; k <= nkeys; k++) {
-		key = order[k]
-		split(key, f, SUBSEP)
-		o = median(times["ours", key]); m = median(times["openmpi", key])
-		printf "%-10s %6s %5s %12.4f %12.4f %10.2f", f[1], human(f[2]), f[3], o, m, (m > 0 ? o / m : 0)
-		for (i = 1; i <= ne; i++) printf " %12.4f", median(times[ex[i], key])
-		printf "\n"
-	}
-}' <(sort -s -k2,2 -k4,4n -k3,3n "$results")
-echo
-echo "ours/OMPI is our time over Open MPI's: below 1 means ours is faster."
+print_table "$results"

@@ -118,7 +118,9 @@ for p in ${procs//,/ }; do
 	comm=$(cut -d' ' -f2 "$tmp/o" | median)
 	wait=$(cut -d' ' -f3 "$tmp/o" | median)
 	t=$(median <"$tmp/t")
-	hidden=$(awk -v c="$comm" -v w="$wait" 'BEGIN { if (c > 0) printf "%.0f%%", 100 * (c - w) / c; else print "-" }')
+	# The wait also counts handing the result back, so with no overlap it can pass comm a
+	# little: that reads as 0%.
+	hidden=$(awk -v c="$comm" -v w="$wait" 'BEGIN { if (c > 0) printf "%.0f%%", (c > w ? 100 * (c - w) / c : 0); else print "-" }')
 	table+=$'\n'$(row "$p" "$(printf '%.1f' "$o")" "$(printf '%.1f' "$t")" "$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.2f", a / b }')" \
 		"$(printf '%.1f ms/step' "$comm")" "$hidden")
 done
