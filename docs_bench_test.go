@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -114,5 +115,78 @@ func TestDocReliabilityTableMatchesTheCampaign(t *testing.T) {
 	}
 	if rows < 3 {
 		t.Errorf("docs/reliability.md quotes %d rows of the campaign's table, want it whole", rows)
+	}
+}
+
+// outputMarker precedes a fenced block in the docs that quotes a command's output kept
+// under docs/runs: <!-- output: runs/FILE -->.
+var outputMarker = regexp.MustCompile(`^<!-- output: (runs/[A-Za-z0-9._-]+) -->$`)
+
+// TestDocOutputBlocksMatchTheirRuns: every fenced block the docs mark as a command's output
+// quotes that output line for line: each of its lines is a whole line of the kept file.
+func TestDocOutputBlocksMatchTheirRuns(t *testing.T) {
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := 0
+	for _, doc := range docs {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range markedBlocks(string(raw)) {
+			blocks++
+			kept, err := os.ReadFile(filepath.Join("docs", b.file))
+			if err != nil {
+				t.Errorf("%s: %v", doc, err)
+				continue
+			}
+			lines := map[string]bool{}
+			for _, l := range strings.Split(string(kept), "\n") {
+				lines[strings.TrimRight(l, " ")] = true
+			}
+			for _, l := range b.lines {
+				if l = strings.TrimRight(l, " "); l != "" && !lines[l] {
+					t.Errorf("%s quotes %q, which docs/%s does not have", doc, l, b.file)
+				}
+			}
+		}
+	}
+	if blocks == 0 {
+		t.Error("no marked output block in docs/*.md")
+	}
+}
+
+// markedBlock is a fenced block after an output marker: the file it quotes and its lines.
+type markedBlock struct {
+	file  string
+	lines []string
+}
+
+// markedBlocks finds the fenced blocks of a markdown text that directly follow an output
+// marker line.
+func markedBlocks(md string) []markedBlock {
+	var out []markedBlock
+	lines := strings.Split(md, "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		m := outputMarker.FindStringSubmatch(lines[i])
+		if m == nil || !strings.HasPrefix(lines[i+1], "```") {
+			continue
+		}
+		b := markedBlock{file: m[1]}
+		for j := i + 2; j < len(lines) && !strings.HasPrefix(lines[j], "```"); j++ {
+			b.lines = append(b.lines, lines[j])
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func TestMarkedBlocks(t *testing.T) {
+	md := "intro\n<!-- output: runs/a.txt -->\n```text\nx 1\n\ny 2\n```\n```\nnot marked\n```\n<!-- output: runs/b.txt -->\nno block\n"
+	got := markedBlocks(md)
+	if len(got) != 1 || got[0].file != "runs/a.txt" || strings.Join(got[0].lines, "|") != "x 1||y 2" {
+		t.Errorf("markedBlocks = %+v", got)
 	}
 }
