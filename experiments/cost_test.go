@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -72,7 +73,7 @@ var costLine = regexp.MustCompile(`(?m)^# Cost[ ,:].*$`)
 // results, or saying that none are committed.
 func wantCostLine(t *testing.T, name string) string {
 	t.Helper()
-	dir := resultsDirOf(filepath.Join("..", "results"), name)
+	dir := resultsDirOf(t, filepath.Join("..", "results"), name)
 	if dir == "" {
 		return "# Cost: not measured here; no results of it are committed."
 	}
@@ -84,12 +85,20 @@ func wantCostLine(t *testing.T, name string) string {
 	return "# Cost, measured on the 2-core development machine: " + c.String() + " (" + filepath.ToSlash(rel) + ")."
 }
 
-// resultsDirOf is where the results of the experiment named name are kept under root: root/name,
-// or for the simulator's validation runs root/simulate/name; "" when neither holds cells.
-func resultsDirOf(root, name string) string {
+// resultsDirOf is where the committed results of the experiment named name are kept under
+// root: root/name, or for the simulator's validation runs root/simulate/name; "" when git
+// tracks no cell of either (the quickstart's folder, say, is the user's and not committed).
+func resultsDirOf(t *testing.T, root, name string) string {
+	t.Helper()
 	for _, d := range []string{filepath.Join(root, name), filepath.Join(root, "simulate", name)} {
-		if m, _ := filepath.Glob(filepath.Join(d, "*", "summary.json")); len(m) > 0 {
-			return d
+		out, err := exec.Command("git", "ls-files", "--", filepath.ToSlash(d)).Output()
+		if err != nil {
+			t.Skipf("the committed results are what git tracks, and git ls-files failed: %v", err)
+		}
+		for _, f := range strings.Split(string(out), "\n") {
+			if strings.HasSuffix(f, "/summary.json") {
+				return d
+			}
 		}
 	}
 	return ""
