@@ -21,5 +21,17 @@ func affineVec(y, x *float32, n int, a, b float32, relu bool)
 //go:noescape
 func bnGradVec(dx, dy, x *float32, n int, m, is, a, mdy, mdyx float32)
 
-// bnVector enables the vector loops; tests turn it off to run the scalar ones.
+// bnVector enables the vector loops (BatchNorm's and the ReLU's); tests turn it off to run the
+// scalar ones.
 var bnVector = cpu.X86.HasAVX512F
+
+// The vector loops of relu_amd64.s, under bnVector too.
+
+//go:noescape
+func reluVec(y, x *float32, n int)
+
+//go:noescape
+func addReLUVec(y, a, b *float32, n int)
+
+//go:noescape
+func reluGradVec(dx, y, dy *float32, n int)

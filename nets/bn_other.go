@@ -19,3 +19,9 @@ func affineVec(y, x *float32, n int, a, b float32, relu bool) { panic("nets: no 
 func bnGradVec(dx, dy, x *float32, n int, m, is, a, mdy, mdyx float32) {
 	panic("nets: no vector loops")
 }
+
+func reluVec(y, x *float32, n int) { panic("nets: no vector loops") }
+
+func addReLUVec(y, a, b *float32, n int) { panic("nets: no vector loops") }
+
+func reluGradVec(dx, y, dy *float32, n int) { panic("nets: no vector loops") }

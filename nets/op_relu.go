@@ -135,6 +135,10 @@ func (o *reluGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 // a branch on the sign mispredicts on every other element.
 func reluForward(y, x []float32) {
 	y = y[:len(x)]
+	if bnVector && len(x) > 0 {
+		reluVec(&y[0], &x[0], len(x))
+		return
+	}
 	for i, e := range x {
 		u := math.Float32bits(e)
 		if u-0x80000000 <= 0x7f800000 { // sign set and not NaN: -0 down to -Inf
@@ -147,6 +151,10 @@ func reluForward(y, x []float32) {
 // addReLUForward sets y = max(a + b, 0) as reluForward does.
 func addReLUForward(y, a, b []float32) {
 	y, b = y[:len(a)], b[:len(a)]
+	if bnVector && len(a) > 0 {
+		addReLUVec(&y[0], &a[0], &b[0], len(a))
+		return
+	}
 	for i, e := range a {
 		u := math.Float32bits(e + b[i])
 		if u-0x80000000 <= 0x7f800000 {
@@ -160,6 +168,10 @@ func addReLUForward(y, a, b []float32) {
 // the same reason as reluForward: y > 0 exactly when its bits lie in [1, +Inf].
 func reluBackward(dx, y, dy []float32) {
 	dx, dy = dx[:len(y)], dy[:len(y)]
+	if bnVector && len(y) > 0 {
+		reluGradVec(&dx[0], &y[0], &dy[0], len(y))
+		return
+	}
 	for i, e := range y {
 		v := math.Float32bits(dy[i])
 		if math.Float32bits(e)-1 >= 0x7f800000 {

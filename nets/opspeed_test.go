@@ -8,8 +8,55 @@ import (
 )
 
 // TestReluSpecialValues checks the branch-free ReLU against max(x, 0) and its derivative on
-// signed zeros, infinities and NaNs.
+// signed zeros, infinities and NaNs, in the scalar loops and the vector ones.
 func TestReluSpecialValues(t *testing.T) {
+	defer func(v bool) { bnVector = v }(bnVector)
+	have := bnVector
+	for _, vector := range []bool{false, true} {
+		if vector && !have {
+			continue
+		}
+		bnVector = vector
+		reluSpecialValues(t)
+	}
+}
+
+// TestReluVectorLoopsMatchScalar: the vector ReLU loops give the scalar ones' bits on every
+// length around their 16-lane steps, special values among the elements.
+func TestReluVectorLoopsMatchScalar(t *testing.T) {
+	if !bnVector {
+		t.Skip("no vector loops on this CPU or build")
+	}
+	defer func(v bool) { bnVector = v }(bnVector)
+	r := rand.New(rand.NewPCG(21, 22))
+	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), -float32(math.NaN()), 1e-45, -1e-45}
+	for _, n := range []int{1, 5, 15, 16, 17, 31, 32, 33, 100, 1000} {
+		a, b := randSlice(r, n), randSlice(r, n)
+		for i := 0; i < n; i += 3 {
+			a[i] = specials[(i/3)%len(specials)]
+		}
+		for name, run := range map[string]func(out []float32){
+			"relu":     func(out []float32) { reluForward(out, a) },
+			"add+relu": func(out []float32) { addReLUForward(out, a, b) },
+			"relu.dx":  func(out []float32) { reluBackward(out, a, b) },
+		} {
+			want, got := make([]float32, n+1), make([]float32, n+1)
+			want[n], got[n] = 7, 7 // past the end: must stay
+			bnVector = false
+			run(want[:n])
+			bnVector = true
+			run(got[:n])
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Errorf("%s n=%d: element %d is %g (%#x), scalar %g (%#x)", name, n, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+					break
+				}
+			}
+		}
+	}
+}
+
+func reluSpecialValues(t *testing.T) {
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
 	negNaN := math.Float32frombits(math.Float32bits(nan) | 1<<31)
 	x := []float32{-1, 0, float32(math.Copysign(0, -1)), 2, inf, -inf, nan, negNaN, 1e-45, -1e-45, 3.4e38}
