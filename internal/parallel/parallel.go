@@ -1,6 +1,7 @@
 // Package parallel splits loops over [0, n) across goroutines, for the compute kernels
 // (package kernels) and the Gorgonia ops of package nets, which share it so that both split
-// their work the same way: as many goroutines as GOMAXPROCS allows, the caller's among them.
+// their work the same way: as many goroutines as GOMAXPROCS allows, the caller's among them
+// and pooled helpers for the rest (pool.go).
 //
 // A panic in any piece is re-raised on the calling goroutine once every piece has stopped, so
 // that the caller can recover it where it would have recovered a panic of a serial loop (the
@@ -39,12 +40,13 @@ func For(n, minPerChunk int, fn func(chunk, lo, hi int)) {
 		return
 	}
 	j := &forJob{fn: fn}
-	j.wg.Add(w - 1)
+	j.helpers.Add(int32(w - 1))
+	share := func(c int) { j.run(c, c*n/w, (c+1)*n/w) }
 	for c := 1; c < w; c++ {
-		go j.run(c, c*n/w, (c+1)*n/w)
+		help(share, c)
 	}
 	j.do(0, 0, n/w)
-	j.wg.Wait()
+	waitFor(&j.helpers)
 	if j.perr != nil {
 		panic(j.perr) // re-raised on the caller's goroutine
 	}
@@ -53,14 +55,14 @@ func For(n, minPerChunk int, fn func(chunk, lo, hi int)) {
 // forJob is what the goroutines of one For call share: one allocation per call, where closures
 // over the same variables took one per variable and goroutine.
 type forJob struct {
-	fn   func(chunk, lo, hi int)
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	perr any
+	fn      func(chunk, lo, hi int)
+	helpers atomic.Int32 // helpers still running their piece
+	mu      sync.Mutex
+	perr    any
 }
 
 func (j *forJob) run(c, lo, hi int) {
-	defer j.wg.Done()
+	defer j.helpers.Add(-1)
 	j.do(c, lo, hi)
 }
 
@@ -96,12 +98,12 @@ func Dynamic(n, pieces int, fn func(worker, piece, lo, hi int)) {
 		return
 	}
 	j := &dynamicJob{n: n, pieces: pieces, fn: fn}
-	j.wg.Add(w - 1)
+	j.helpers.Add(int32(w - 1))
 	for i := 1; i < w; i++ {
-		go j.runAndDone(i)
+		help(j.runAndDone, i)
 	}
 	j.run(0)
-	j.wg.Wait()
+	waitFor(&j.helpers)
 	if j.perr != nil {
 		panic(j.perr) // re-raised on the caller's goroutine
 	}
@@ -113,13 +115,13 @@ type dynamicJob struct {
 	n, pieces int
 	fn        func(worker, piece, lo, hi int)
 	next      atomic.Int64
-	wg        sync.WaitGroup
+	helpers   atomic.Int32 // helpers still taking pieces
 	mu        sync.Mutex
 	perr      any
 }
 
 func (j *dynamicJob) runAndDone(worker int) {
-	defer j.wg.Done()
+	defer j.helpers.Add(-1)
 	j.run(worker)
 }
 
