@@ -21,12 +21,11 @@ import (
 //
 // Yielding the core costs most when another process is ready to run on it, however low its
 // priority: the kernel then hands it the core for a whole time slice, a millisecond or more,
-// while the peer may arrive a microsecond later. With a low-priority busy loop on each of
-// two cores, the allreduce of 1 MB between 2 ranks went from 0.07 ms to 0.16-0.47 ms when
-// ranks yielded from the first burst on, where Open MPI's, which polls, stayed near 0.12.
-// When the job has more ranks on this machine than it has cores, though, a rank that keeps
-// its core may hold the very core its peer needs to arrive: ranks then yield from the first
-// burst (spinFor 0).
+// while the peer may arrive a microsecond later. Ranks that yielded from the first burst on
+// took many times Open MPI's time (which polls) beside a lowest-priority busy loop on every
+// core (tools/bench-collectives/run.sh --busy). When the job has more ranks on this machine
+// than it has cores, though, a rank that keeps its core may hold the very core its peer
+// needs to arrive: ranks then yield from the first burst (spinFor 0).
 const (
 	shmSpinLoads  = 64                    // loads between yields
 	shmSpinFor    = 50 * time.Microsecond // of keeping the core, when there are cores enough

@@ -25,16 +25,13 @@ const helperSpin = 100 * time.Microsecond
 // maxHelpers bounds the pool, per core.
 const maxHelpers = 4
 
-// task is one helper's share of a call: fn run as worker.
-type task struct {
-	fn     func(worker int)
-	worker int
-}
-
-// helper is one pooled goroutine.
+// helper is one pooled goroutine. The call that took it (busy) writes its task, fn to run as
+// worker, and then sets posted, after which only the helper touches the task.
 type helper struct {
 	busy   atomic.Bool // taken by a call, until its task has run
-	task   atomic.Pointer[task]
+	fn     func(worker int)
+	worker int
+	posted atomic.Bool
 	asleep atomic.Bool
 	wake   chan struct{} // one token: a post that found the helper asleep
 }
@@ -48,7 +45,7 @@ var helpers struct {
 // help runs fn(worker) on a free helper, or on a new goroutine when the pool has none.
 func help(fn func(worker int), worker int) {
 	if h := freeHelper(); h != nil {
-		h.post(&task{fn: fn, worker: worker})
+		h.post(fn, worker)
 		return
 	}
 	go fn(worker)
@@ -73,9 +70,10 @@ func freeHelper() *helper {
 	return h
 }
 
-// post hands t to the helper.
-func (h *helper) post(t *task) {
-	h.task.Store(t)
+// post hands the helper its task.
+func (h *helper) post(fn func(worker int), worker int) {
+	h.fn, h.worker = fn, worker
+	h.posted.Store(true)
 	if h.asleep.CompareAndSwap(true, false) {
 		select {
 		case h.wake <- struct{}{}:
@@ -97,13 +95,16 @@ func (h *helper) loop() {
 		idle := time.Now()
 		yielded := idle
 		for now := idle; now.Sub(idle) < helperSpin; now = time.Now() {
-			if t := h.task.Swap(nil); t != nil {
-				t.fn(t.worker)
+			if h.posted.Load() {
+				fn, worker := h.fn, h.worker
+				h.fn = nil
+				h.posted.Store(false)
+				fn(worker)
 				h.busy.Store(false)
 				idle, yielded = time.Now(), time.Now()
 				continue
 			}
-			for i := 0; i < 64 && h.task.Load() == nil; i++ {
+			for i := 0; i < 64 && !h.posted.Load(); i++ {
 			}
 			if now.Sub(yielded) > helperYield {
 				runtime.Gosched()
@@ -111,7 +112,7 @@ func (h *helper) loop() {
 			}
 		}
 		h.asleep.Store(true)
-		if h.task.Load() == nil {
+		if !h.posted.Load() {
 			<-h.wake
 		}
 		h.asleep.Store(false)
