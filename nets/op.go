@@ -35,6 +35,7 @@ func GEMMKernel() string { return kernels.GEMMKernel() }
 type opBase struct {
 	name  string
 	arity int
+	in    [][]float32 // inputs' last result, reused: Gorgonia runs an op's Do one at a time
 }
 
 func (o *opBase) Arity() int            { return o.arity }
@@ -112,14 +113,15 @@ func inputs(o *opBase, vs []G.Value) ([][]float32, error) {
 	if len(vs) != o.arity {
 		return nil, fmt.Errorf("%s: want %d inputs, got %d", o.name, o.arity, len(vs))
 	}
-	out := make([][]float32, len(vs))
+	out := o.in[:0]
 	for i, v := range vs {
 		f, err := floats(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: input %d: %w", o.name, i, err)
 		}
-		out[i] = f
+		out = append(out, f)
 	}
+	o.in = out
 	return out, nil
 }
 

@@ -39,31 +39,43 @@ func For(n, minPerChunk int, fn func(chunk, lo, hi int)) {
 		fn(0, 0, n)
 		return
 	}
-	j := &forJob{fn: fn}
+	j := forJobs.Get().(*forJob)
+	j.fn, j.n, j.w, j.perr = fn, n, w, nil
 	j.helpers.Add(int32(w - 1))
-	share := func(c int) { j.run(c, c*n/w, (c+1)*n/w) }
 	for c := 1; c < w; c++ {
-		help(share, c)
+		help(j.share, c)
 	}
 	j.do(0, 0, n/w)
 	waitFor(&j.helpers)
-	if j.perr != nil {
-		panic(j.perr) // re-raised on the caller's goroutine
+	perr := j.perr
+	j.fn, j.perr = nil, nil
+	forJobs.Put(j) // no helper touches j once waitFor has returned
+	if perr != nil {
+		panic(perr) // re-raised on the caller's goroutine
 	}
 }
 
-// forJob is what the goroutines of one For call share: one allocation per call, where closures
-// over the same variables took one per variable and goroutine.
+// forJob is what the goroutines of one For call share, kept from one call to the next (in
+// forJobs, with its share method bound once) so that a call allocates nothing.
 type forJob struct {
 	fn      func(chunk, lo, hi int)
+	n, w    int
+	share   func(c int)  // j.runShare, bound once
 	helpers atomic.Int32 // helpers still running their piece
 	mu      sync.Mutex
 	perr    any
 }
 
-func (j *forJob) run(c, lo, hi int) {
+var forJobs = sync.Pool{New: func() any {
+	j := &forJob{}
+	j.share = j.runShare
+	return j
+}}
+
+// runShare runs share c of the call on a helper.
+func (j *forJob) runShare(c int) {
 	defer j.helpers.Add(-1)
-	j.do(c, lo, hi)
+	j.do(c, c*j.n/j.w, (c+1)*j.n/j.w)
 }
 
 // do runs one piece, keeping a panic for the caller.
@@ -97,28 +109,40 @@ func Dynamic(n, pieces int, fn func(worker, piece, lo, hi int)) {
 		}
 		return
 	}
-	j := &dynamicJob{n: n, pieces: pieces, fn: fn}
+	j := dynamicJobs.Get().(*dynamicJob)
+	j.n, j.pieces, j.fn, j.perr = n, pieces, fn, nil
+	j.next.Store(0)
 	j.helpers.Add(int32(w - 1))
 	for i := 1; i < w; i++ {
-		help(j.runAndDone, i)
+		help(j.helper, i)
 	}
 	j.run(0)
 	waitFor(&j.helpers)
-	if j.perr != nil {
-		panic(j.perr) // re-raised on the caller's goroutine
+	perr := j.perr
+	j.fn, j.perr = nil, nil
+	dynamicJobs.Put(j) // no helper touches j once waitFor has returned
+	if perr != nil {
+		panic(perr) // re-raised on the caller's goroutine
 	}
 }
 
-// dynamicJob is what the goroutines of one Dynamic call share: one allocation per call, where
-// closures over the same variables took one per variable and goroutine.
+// dynamicJob is what the goroutines of one Dynamic call share, kept from one call to the next
+// (in dynamicJobs, with its helper method bound once) so that a call allocates nothing.
 type dynamicJob struct {
 	n, pieces int
 	fn        func(worker, piece, lo, hi int)
+	helper    func(worker int) // j.runAndDone, bound once
 	next      atomic.Int64
 	helpers   atomic.Int32 // helpers still taking pieces
 	mu        sync.Mutex
 	perr      any
 }
+
+var dynamicJobs = sync.Pool{New: func() any {
+	j := &dynamicJob{}
+	j.helper = j.runAndDone
+	return j
+}}
 
 func (j *dynamicJob) runAndDone(worker int) {
 	defer j.helpers.Add(-1)
