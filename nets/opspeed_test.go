@@ -9,7 +9,11 @@ import (
 
 // TestReluSpecialValues checks the branch-free ReLU against max(x, 0) and its derivative on
 // signed zeros, infinities and NaNs, in the scalar loops and the vector ones.
-func TestReluSpecialValues(t *testing.T) {
+func TestReluSpecialValues(t *testing.T) { inScalarAndVectorLoops(t, reluSpecialValues) }
+
+// inScalarAndVectorLoops runs check with the scalar loops, then with the vector ones where
+// this CPU and build have them.
+func inScalarAndVectorLoops(t *testing.T, check func(*testing.T)) {
 	defer func(v bool) { bnVector = v }(bnVector)
 	have := bnVector
 	for _, vector := range []bool{false, true} {
@@ -17,7 +21,7 @@ func TestReluSpecialValues(t *testing.T) {
 			continue
 		}
 		bnVector = vector
-		reluSpecialValues(t)
+		check(t)
 	}
 }
 
@@ -87,17 +91,7 @@ func reluSpecialValues(t *testing.T) {
 
 // TestBatchNormSums checks the unrolled per-channel sums, scalar and vector, against float64 loops
 // on lengths around their unrolling.
-func TestBatchNormSums(t *testing.T) {
-	defer func(v bool) { bnVector = v }(bnVector)
-	have := bnVector
-	for _, vector := range []bool{false, true} {
-		if vector && !have {
-			continue
-		}
-		bnVector = vector
-		batchNormSums(t)
-	}
-}
+func TestBatchNormSums(t *testing.T) { inScalarAndVectorLoops(t, batchNormSums) }
 
 func batchNormSums(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
