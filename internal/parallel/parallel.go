@@ -32,62 +32,14 @@ func chunks(n, minPerChunk int) int {
 // For runs fn over [0, n) split into at most Workers() contiguous pieces of at least
 // minPerChunk items each (a single piece when n is smaller); chunk is the index of the piece, so
 // that fn can use per-chunk scratch space prepared beforehand. A single piece runs inline;
-// otherwise the calling goroutine runs the first piece itself.
+// otherwise the caller and the pool's helpers take the pieces as Dynamic's, each piece once.
 func For(n, minPerChunk int, fn func(chunk, lo, hi int)) {
 	w := chunks(n, minPerChunk)
 	if w == 1 {
 		fn(0, 0, n)
 		return
 	}
-	j := forJobs.Get().(*forJob)
-	j.fn, j.n, j.w, j.perr = fn, n, w, nil
-	j.helpers.Add(int32(w - 1))
-	for c := 1; c < w; c++ {
-		help(j.share, c)
-	}
-	j.do(0, 0, n/w)
-	waitFor(&j.helpers)
-	perr := j.perr
-	j.fn, j.perr = nil, nil
-	forJobs.Put(j) // no helper touches j once waitFor has returned
-	if perr != nil {
-		panic(perr) // re-raised on the caller's goroutine
-	}
-}
-
-// forJob is what the goroutines of one For call share, kept from one call to the next (in
-// forJobs, with its share method bound once) so that a call allocates nothing.
-type forJob struct {
-	fn      func(chunk, lo, hi int)
-	n, w    int
-	share   func(c int)  // j.runShare, bound once
-	helpers atomic.Int32 // helpers still running their piece
-	mu      sync.Mutex
-	perr    any
-}
-
-var forJobs = sync.Pool{New: func() any {
-	j := &forJob{}
-	j.share = j.runShare
-	return j
-}}
-
-// runShare runs share c of the call on a helper.
-func (j *forJob) runShare(c int) {
-	defer j.helpers.Add(-1)
-	j.do(c, c*j.n/j.w, (c+1)*j.n/j.w)
-}
-
-// do runs one piece, keeping a panic for the caller.
-func (j *forJob) do(c, lo, hi int) {
-	defer func() {
-		if r := recover(); r != nil {
-			j.mu.Lock()
-			j.perr = r
-			j.mu.Unlock()
-		}
-	}()
-	j.fn(c, lo, hi)
+	runJob(n, w, w, nil, fn)
 }
 
 // Dynamic runs fn over [0, n) cut into pieces contiguous ranges (fewer when n is smaller), which
@@ -95,8 +47,8 @@ func (j *forJob) do(c, lo, hi int) {
 // finish the previous one. worker (below DynamicWorkers(n, pieces)) names the goroutine, for
 // per-goroutine scratch space; piece names the range, for results that must not depend on which
 // goroutine ran it. On a machine shared with other processes one core often runs at a fraction of
-// the other's speed, and For's fixed halves then wait for the slower one; here the faster core
-// takes more pieces.
+// the other's speed, and For's pieces, one per core, then wait for the slower one; with more
+// pieces than cores the faster core takes more of them.
 func Dynamic(n, pieces int, fn func(worker, piece, lo, hi int)) {
 	pieces = min(pieces, n)
 	if pieces <= 0 {
@@ -109,8 +61,14 @@ func Dynamic(n, pieces int, fn func(worker, piece, lo, hi int)) {
 		}
 		return
 	}
-	j := dynamicJobs.Get().(*dynamicJob)
-	j.n, j.pieces, j.fn, j.perr = n, pieces, fn, nil
+	runJob(n, pieces, w, fn, nil)
+}
+
+// runJob runs the pieces of [0, n) on w goroutines, the caller's and w-1 helpers, each taking
+// the next piece as it finishes one; a piece runs fn, or for For chunk, which takes no worker.
+func runJob(n, pieces, w int, fn func(worker, piece, lo, hi int), chunk func(chunk, lo, hi int)) {
+	j := jobs.Get().(*job)
+	j.n, j.pieces, j.fn, j.chunk, j.perr = n, pieces, fn, chunk, nil
 	j.next.Store(0)
 	j.helpers.Add(int32(w - 1))
 	for i := 1; i < w; i++ {
@@ -119,38 +77,39 @@ func Dynamic(n, pieces int, fn func(worker, piece, lo, hi int)) {
 	j.run(0)
 	waitFor(&j.helpers)
 	perr := j.perr
-	j.fn, j.perr = nil, nil
-	dynamicJobs.Put(j) // no helper touches j once waitFor has returned
+	j.fn, j.chunk, j.perr = nil, nil, nil
+	jobs.Put(j) // no helper touches j once waitFor has returned
 	if perr != nil {
 		panic(perr) // re-raised on the caller's goroutine
 	}
 }
 
-// dynamicJob is what the goroutines of one Dynamic call share, kept from one call to the next
-// (in dynamicJobs, with its helper method bound once) so that a call allocates nothing.
-type dynamicJob struct {
+// job is what the goroutines of one For or Dynamic call share, kept from one call to the next
+// (in jobs, with its helper method bound once) so that a call allocates nothing.
+type job struct {
 	n, pieces int
-	fn        func(worker, piece, lo, hi int)
-	helper    func(worker int) // j.runAndDone, bound once
+	fn        func(worker, piece, lo, hi int) // Dynamic's
+	chunk     func(chunk, lo, hi int)         // For's, when fn is nil
+	helper    func(worker int)                // j.runAndDone, bound once
 	next      atomic.Int64
 	helpers   atomic.Int32 // helpers still taking pieces
 	mu        sync.Mutex
 	perr      any
 }
 
-var dynamicJobs = sync.Pool{New: func() any {
-	j := &dynamicJob{}
+var jobs = sync.Pool{New: func() any {
+	j := &job{}
 	j.helper = j.runAndDone
 	return j
 }}
 
-func (j *dynamicJob) runAndDone(worker int) {
+func (j *job) runAndDone(worker int) {
 	defer j.helpers.Add(-1)
 	j.run(worker)
 }
 
 // run takes pieces until none is left, keeping a panic for the caller.
-func (j *dynamicJob) run(worker int) {
+func (j *job) run(worker int) {
 	defer func() {
 		if r := recover(); r != nil {
 			j.mu.Lock()
@@ -164,7 +123,12 @@ func (j *dynamicJob) run(worker int) {
 		if p >= j.pieces {
 			return
 		}
-		j.fn(worker, p, p*j.n/j.pieces, (p+1)*j.n/j.pieces)
+		lo, hi := p*j.n/j.pieces, (p+1)*j.n/j.pieces
+		if j.fn != nil {
+			j.fn(worker, p, lo, hi)
+		} else {
+			j.chunk(p, lo, hi)
+		}
 	}
 }
 
