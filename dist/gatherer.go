@@ -36,11 +36,22 @@ func (g *Gatherer) AllGatherV(send []byte) ([][]byte, error) {
 	if !ok {
 		return g.c.AllGatherV(send)
 	}
-	buf := g.buf
-	if overlaps(send, buf) {
-		buf = nil // send is (part of) a block of the last call: gather elsewhere
+	return g.keep(gi.AllGatherVInto(send, g.bufFor(send), g.blocks))
+}
+
+// bufFor is the kept buffer, or nil when a block to send is (part of) a block of the last
+// call, which the call must not overwrite while it reads it.
+func (g *Gatherer) bufFor(send ...[]byte) []byte {
+	for _, b := range send {
+		if overlaps(b, g.buf) {
+			return nil
+		}
 	}
-	blocks, buf, err := gi.AllGatherVInto(send, buf, g.blocks)
+	return g.buf
+}
+
+// keep keeps the buffer and blocks of a call's result for the next call.
+func (g *Gatherer) keep(blocks [][]byte, buf []byte, err error) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -63,19 +74,7 @@ func (g *Gatherer) AllToAllV(send [][]byte) ([][]byte, error) {
 	if !ok {
 		return g.c.AllToAllV(send)
 	}
-	buf := g.buf
-	for _, b := range send {
-		if overlaps(b, buf) {
-			buf = nil // a block to send is (part of) a block of the last call: receive elsewhere
-			break
-		}
-	}
-	blocks, buf, err := ex.AllToAllVInto(send, buf, g.blocks)
-	if err != nil {
-		return nil, err
-	}
-	g.buf, g.blocks = buf, blocks
-	return blocks, nil
+	return g.keep(ex.AllToAllVInto(send, g.bufFor(send...), g.blocks))
 }
 
 // overlaps reports whether a shares memory with b's capacity.
