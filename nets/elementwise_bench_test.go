@@ -31,8 +31,8 @@ func BenchmarkElementwise(b *testing.B) {
 		n := batch * s.c * hw
 		shape := tensor.Shape{batch, s.c, 32, 32}
 		r := rand.New(rand.NewPCG(5, 6))
-		x, dy := denseOf(shape, randSlice(r, n)), denseOf(shape, randSlice(r, n))
-		gamma, beta := denseOf(tensor.Shape{s.c}, randSlice(r, s.c)), denseOf(tensor.Shape{s.c}, randSlice(r, s.c))
+		x, dy := randTensor(r, shape...), randTensor(r, shape...)
+		gamma, beta := randTensor(r, s.c), randTensor(r, s.c)
 		for _, relu := range []bool{false, true} {
 			bn := newBenchBN(s.c, batch, relu)
 			y, err := bn.Do(x, gamma, beta)
@@ -83,9 +83,4 @@ func benchPass(b *testing.B, name string, bytes int, pass func() (G.Value, error
 		rate := float64(bytes) * float64(b.N) / b.Elapsed().Seconds()
 		b.ReportMetric(100*rate/triadBandwidth(), "%-of-triad")
 	})
-}
-
-// denseOf is a float32 tensor of the given shape over data.
-func denseOf(shape tensor.Shape, data []float32) *tensor.Dense {
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
 }
