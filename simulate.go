@@ -24,6 +24,11 @@ type simulateFlags struct {
 	out        string
 	validate   bool
 	validation string
+	vary       []string // a map's axes, NAME=VALUES
+	modelError float64
+	named      bool
+	// validateOnly measures and predicts the validation's runs, and simulates nothing else.
+	validateOnly bool
 }
 
 func newSimulateCommand() *cobra.Command {
@@ -64,6 +69,9 @@ sweep uses.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			f.sweep.PipelinesNamed = cmd.Flags().Changed("pipelines")
+			if f.sweep.SelectionCosts != "" && !cmd.Flags().Changed("selection") {
+				f.sweep.Selection = "gpu"
+			}
 			for _, key := range pipelines.Keys() {
 				if cmd.Flags().Changed(key) {
 					f.sweep.OptionsSet = append(f.sweep.OptionsSet, key)
@@ -90,6 +98,7 @@ sweep uses.`,
 	fl.DurationVar(&f.sweep.Networks.IntraLatency, "intra-latency", 10*time.Microsecond, "per-message start-up time inside a node")
 	fl.Float64Var(&f.sweep.Speed, "speed", 1, "compute speed factor: the profile's times are divided by it")
 	fl.StringVar(&f.sweep.Selection, "selection", "cpu", "selection-time model: "+strings.Join(sim.SelectionModelNames(), " or "))
+	fl.StringVar(&f.sweep.SelectionCosts, "selection-costs", "", "the gpu selection model at the figures in this JSON file, as tools/gpu-selection/measure.py writes them on a GPU (implies --selection gpu)")
 	fl.Float64Var(&f.sweep.SelectionSpeed, "selection-speed", 1, "selection speed factor: the selection model's times are divided by it")
 	fl.IntVar(&f.sweep.Steps, "steps", sim.DefaultSteps, "steps simulated per job")
 	fl.IntVar(&f.sweep.Warmup, "warmup", sim.DefaultWarmup, "first steps left out of the averages (0: the default, or all steps but the last)")
@@ -99,6 +108,11 @@ sweep uses.`,
 	fl.BoolVar(&f.validate, "validate", true, "check the simulator against runs measured on this machine first")
 	fl.StringVar(&f.validation, "validation", filepath.Join("experiments", "validation.yaml"), "experiment whose runs the validation measures")
 	fl.Float64Var(&f.sweep.Tolerance, "tolerance", 0.15, "validation: largest relative error of a prediction accepted")
+	fl.BoolVar(&f.validateOnly, "validate-only", false, "only check the simulator against --validation's runs: no sweep, the report holds the validation alone")
+	fl.StringArrayVar(&f.vary, "vary", nil, "map: a constant to sweep, NAME=V1,V2,... or NAME=LO..HI/N (log-spaced); NAME one of "+
+		strings.Join(sim.AxisNames(), ", ")+"; give it once or twice")
+	fl.Float64Var(&f.modelError, "model-error", 0.15, "map: the simulator's error; a gain inside it is reported as within model error")
+	fl.BoolVar(&f.named, "named", true, "map: also simulate the named settings (the SSFusion testbed, common clusters, this machine)")
 	return cmd
 }
 
@@ -108,6 +122,12 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	// Until the work starts, what fails is the command line: usage errors.
 	f.sweep.LeftOut = func(err error) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "simulate: leaving out %v (name it in --pipelines to make this an error)\n", err)
+	}
+	if f.validateOnly && (!f.validate || len(f.vary) > 0) {
+		return usage(fmt.Errorf("--validate-only checks the simulator and simulates nothing else: it goes with neither --validate=false nor --vary"))
+	}
+	if len(f.vary) > 0 {
+		return runMap(cmd, f)
 	}
 	sweep, err := f.sweep.Sweep()
 	if err != nil {
@@ -124,6 +144,14 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		if err != nil {
 			return err
 		}
+	}
+	if f.validateOnly {
+		report.Setting = map[string]string{"validation": f.validation, "selection": "cpu (the runs select on this machine's CPU)"}
+		if err := report.Write(f.out); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", filepath.Join(f.out, "report.md"))
+		return report.Validation.Check()
 	}
 	bar := progress.NewJobBar(os.Stderr, sweep.Jobs(), "simulation")
 	sweep.Progress = bar.Progress

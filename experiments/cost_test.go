@@ -86,11 +86,12 @@ func wantCostLine(t *testing.T, name string) string {
 }
 
 // resultsDirOf is where the committed results of the experiment named name are kept under
-// root: root/name, or for the simulator's validation runs root/simulate/name; "" when git
+// root: root/name, or for the simulator's validation runs root/name/name (simulate
+// --validate-only --out root/name) or root/simulate/name; "" when git
 // tracks no cell of either (the quickstart's folder, say, is the user's and not committed).
 func resultsDirOf(t *testing.T, root, name string) string {
 	t.Helper()
-	for _, d := range []string{filepath.Join(root, name), filepath.Join(root, "simulate", name)} {
+	for _, d := range []string{filepath.Join(root, name, name), filepath.Join(root, name), filepath.Join(root, "simulate", name)} {
 		out, err := exec.Command("git", "ls-files", "--", filepath.ToSlash(d)).Output()
 		if err != nil {
 			t.Skipf("the committed results are what git tracks, and git ls-files failed: %v", err)

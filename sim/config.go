@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -33,6 +34,9 @@ type Config struct {
 	// divided by SelectionSpeed.
 	Selection      string
 	SelectionSpeed float64
+	// SelectionCosts, if set, is a file of GPU constants (LoadGPUConstants) from which the
+	// gpu model is built instead of the V100's; Selection must then be "gpu".
+	SelectionCosts string
 	Steps, Warmup  int // see Sweep
 	Parallel       int // see Sweep
 	// Memory is what the jobs may hold together, e.g. "2GB"; "0": no limit.
@@ -133,6 +137,16 @@ func (c *Config) selectionModel() (SelectionModel, error) {
 	if err != nil {
 		return SelectionModel{}, fmt.Errorf("--selection: %w", err)
 	}
+	if c.SelectionCosts != "" {
+		if c.Selection != "gpu" {
+			return SelectionModel{}, fmt.Errorf("--selection-costs gives a GPU's figures: it goes with --selection gpu, not %s", c.Selection)
+		}
+		g, err := LoadGPUConstants(c.SelectionCosts)
+		if err != nil {
+			return SelectionModel{}, fmt.Errorf("--selection-costs: %w", err)
+		}
+		selection = g.Model()
+	}
 	if c.SelectionSpeed == 1 {
 		return selection, nil
 	}
@@ -185,6 +199,13 @@ func readsAny(name string, keys []string) bool {
 // selection model, the steps, the speed factors and each of nets, the sweep's networks.
 func (c *Config) Setting(nets []Net) map[string]string {
 	_, selection, _ := NamedSelectionModel(c.Selection)
+	if c.SelectionCosts != "" {
+		device := "?"
+		if g, err := LoadGPUConstants(c.SelectionCosts); err == nil {
+			device = g.Device
+		}
+		selection = fmt.Sprintf("gpu, at the figures of %s in %s", device, c.SelectionCosts)
+	}
 	s := map[string]string{
 		"density":   fmt.Sprint(c.Settings.Density),
 		"fusion":    fmt.Sprintf("%g MiB", c.Settings.FusionMB),
@@ -198,4 +219,46 @@ func (c *Config) Setting(nets []Net) map[string]string {
 		s["network "+n.Name] = n.Model.String()
 	}
 	return s
+}
+
+// DefaultMapLatency is a map's start-up per message when --latency is not given: a map
+// uses nominal links, never the presets of Networks.Build, so that its latency is one
+// constant across the whole grid.
+const DefaultMapLatency = 50 * time.Microsecond
+
+// Map checks c and returns the map over axes (one or two of them; y's Name is "" for
+// one) that it describes. The constants no axis varies come from c: its one worker count,
+// its one bandwidth, its latency (DefaultMapLatency if 0) and its selection model's top-k
+// line. named are simulated besides the grid.
+func (c *Config) Map(x, y Axis, named []NamedSetting) (*Map, error) {
+	varied := func(name string) bool { return x.Name == name || y.Name == name }
+	if len(c.Workers) != 1 && !varied("workers") {
+		return nil, fmt.Errorf("--workers: a map takes one worker count unless it varies workers, got %d", len(c.Workers))
+	}
+	if len(c.Networks.Bandwidths) != 1 && !varied("bandwidth") {
+		return nil, fmt.Errorf("--bandwidth: a map takes one bandwidth unless it varies bandwidth, got %d", len(c.Networks.Bandwidths))
+	}
+	one := *c
+	one.Workers, one.Networks.Bandwidths = c.Workers[:1], c.Networks.Bandwidths[:1]
+	if one.Networks.Latency == 0 {
+		one.Networks.Latency = DefaultMapLatency
+	}
+	s, err := one.Sweep()
+	if err != nil {
+		return nil, err
+	}
+	bps, err := parseBandwidth(one.Networks.Bandwidths[0])
+	if err != nil {
+		return nil, fmt.Errorf("--bandwidth: %w", err)
+	}
+	top := s.Selection.Kinds["topk"]
+	m := &Map{
+		Base: s, Network: s.Networks[0].Model, Selection: s.Selection, X: x, Y: y, Named: named,
+		Constants: Constants{Workers: c.Workers[0], BitsPerSecond: bps, Latency: one.Networks.Latency,
+			SelectCallNS: top.PerCallNS, SelectElementNS: top.PerElementNS},
+	}
+	if err := m.Check(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

@@ -1,5 +1,13 @@
 package sim
 
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+)
+
 // The GPU selection model. A selection on a GPU is a short run of PyTorch operators, each
 // a kernel launched from the host, and a few of them wait for the GPU to hand a number
 // back. So it costs a fixed amount per call, the launches and the waits, and a little per
@@ -28,9 +36,6 @@ const (
 	// operators (a tensor made on the CPU) pay only this.
 	gpuDispatchNS = 2000
 
-	// gpuOpNS is one PyTorch operator that launches one kernel.
-	gpuOpNS = gpuDispatchNS + gpuLaunchNS
-
 	// gpuSyncNS is one wait of the host for the GPU: a Python if on a GPU scalar, float()
 	// of one, a nonzero (which must learn its count before it can allocate), or an index
 	// tensor made on the CPU and copied over from pageable memory. The GPU's work queued
@@ -52,9 +57,6 @@ const (
 	// brief). We apply the same fraction to every pass, the element-wise ones included
 	// (those usually come closer to peak, so this errs slow).
 	topkEfficiency = 128 * 8e6 * 3 * 2 / 11.31e6 / 864
-
-	// gpuNSPerByte is the time per byte a selection's kernels move on a V100.
-	gpuNSPerByte = 1 / (topkEfficiency * v100BytesPerNS)
 
 	// topkMultiBlockFrom and topkMultiBlockLaunches: PyTorch's CUDA top-k selects from one
 	// row with a single thread block below 20000 elements, one kernel in all, and from
@@ -85,13 +87,71 @@ const (
 	lowRankBytesPerMAC = 4.0 / 2
 )
 
-// gpuLine is the Linear cost of a selection made of ops kernel-launching operators,
-// hostOps operators that run on the host, syncs waits for the GPU, extra kernels launched
-// inside the operators beyond their first, and bytes moved per element of the tensor.
-func gpuLine(ops, hostOps, syncs, extra int, bytes float64) Linear {
+// GPUConstants are the figures the GPU selection model is built from: a selection is
+// operators, each paying PyTorch's dispatch and (on the GPU) a kernel launch, waits of
+// the host for a number from the GPU, and bytes its kernels move at the bandwidth they
+// reach. V100Constants gives them for the shipped profiles' GPU, each with its source;
+// tools/gpu-selection measures them on a user's GPU (LoadGPUConstants reads its file).
+type GPUConstants struct {
+	Device     string  `json:"device"`       // what they were measured on, for reports
+	DispatchNS float64 `json:"dispatch_ns"`  // PyTorch's cost of calling an operator
+	LaunchNS   float64 `json:"launch_ns"`    // the host's cost of launching one kernel
+	SyncNS     float64 `json:"sync_ns"`      // one wait of the host for a number from the GPU
+	BytesPerNS float64 `json:"bytes_per_ns"` // what the selection kernels move per ns (GB/s)
+	// Sources says where each figure comes from, by its JSON name.
+	Sources map[string]string `json:"sources,omitempty"`
+}
+
+// V100Constants are the GPU model's figures for an NVIDIA V100 as the constants above
+// derive them.
+func V100Constants() GPUConstants {
+	return GPUConstants{
+		Device: "NVIDIA V100 (from published figures)", DispatchNS: gpuDispatchNS, LaunchNS: gpuLaunchNS, SyncNS: gpuSyncNS,
+		BytesPerNS: topkEfficiency * v100BytesPerNS,
+		Sources: map[string]string{
+			"dispatch_ns":  "PyTorch's __torch_function__ micro-benchmarks: about 2 us an operator",
+			"launch_ns":    "Meta's Holistic Trace Analysis: kernel launches take 5-20 us on the host; the low end",
+			"sync_ns":      "estimate: two launches' worth, no published measurement found",
+			"bytes_per_ns": "63% of the V100's 900 GB/s (datasheet), the fraction a published torch.topk timing reaches",
+		},
+	}
+}
+
+// LoadGPUConstants reads GPU constants from a JSON file such as tools/gpu-selection
+// writes, and checks them: every time at least 0 and finite, the bandwidth positive.
+func LoadGPUConstants(path string) (GPUConstants, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return GPUConstants{}, fmt.Errorf("reading selection costs: %w", err)
+	}
+	var g GPUConstants
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&g); err != nil {
+		return GPUConstants{}, fmt.Errorf("reading selection costs %s: %w", path, err)
+	}
+	for name, v := range map[string]float64{"dispatch_ns": g.DispatchNS, "launch_ns": g.LaunchNS, "sync_ns": g.SyncNS} {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return GPUConstants{}, fmt.Errorf("selection costs %s: %s is %g, want a time of at least 0 ns", path, name, v)
+		}
+	}
+	if !(g.BytesPerNS > 0) || math.IsInf(g.BytesPerNS, 0) {
+		return GPUConstants{}, fmt.Errorf("selection costs %s: bytes_per_ns is %g, want a positive bandwidth", path, g.BytesPerNS)
+	}
+	if g.DispatchNS+g.LaunchNS == 0 {
+		return GPUConstants{}, fmt.Errorf("selection costs %s: dispatch_ns and launch_ns are both 0, so a selection would cost nothing a call", path)
+	}
+	return g, nil
+}
+
+// line is the Linear cost of a selection made of ops kernel-launching operators, hostOps
+// operators that run on the host, syncs waits for the GPU, extra kernels launched inside
+// the operators beyond their first, and bytes moved per element of the tensor.
+func (g GPUConstants) line(ops, hostOps, syncs, extra int, bytes float64) Linear {
 	return Linear{
-		PerCallNS:    float64(ops*gpuOpNS + hostOps*gpuDispatchNS + syncs*gpuSyncNS + extra*gpuLaunchNS),
-		PerElementNS: bytes * gpuNSPerByte,
+		PerCallNS: float64(ops)*(g.DispatchNS+g.LaunchNS) + float64(hostOps)*g.DispatchNS +
+			float64(syncs)*g.SyncNS + float64(extra)*g.LaunchNS,
+		PerElementNS: bytes / g.BytesPerNS,
 	}
 }
 
@@ -157,18 +217,21 @@ func gpuLine(ops, hostOps, syncs, extra int, bytes float64) Linear {
 // even when it runs beside backward.
 //
 // Each call returns new maps, which the caller may change.
-func GPUSelectionModel() SelectionModel {
-	multiBlock := float64(topkMultiBlockLaunches * gpuLaunchNS)
-	dgc := gpuLine(12, 3, 4, nonzeroLaunches, maskScanBytes+1)
+func GPUSelectionModel() SelectionModel { return V100Constants().Model() }
+
+// Model is the GPU selection model (see GPUSelectionModel) at g's figures.
+func (g GPUConstants) Model() SelectionModel {
+	multiBlock := float64(topkMultiBlockLaunches) * g.LaunchNS
+	dgc := g.line(12, 3, 4, nonzeroLaunches, maskScanBytes+1)
 	return SelectionModel{
 		Kinds: map[string]Linear{
-			"topk":      gpuLine(4, 0, 0, 0, 8+topkPassBytes),
+			"topk":      g.line(4, 0, 0, 0, 8+topkPassBytes),
 			"dgc":       dgc,
 			"sampled":   dgc, // NewSelector's old name for dgc
-			"gaussiank": gpuLine(8, 0, 3, nonzeroLaunches, 4+4+maskScanBytes+1),
-			"randomk":   gpuLine(3, 0, 0, 10, 8+8+8+6*32+8),
-			"threshold": gpuLine(4, 0, 1, nonzeroLaunches, maskScanBytes),
-			"lowrank":   gpuLine(1, 0, 0, 0, lowRankBytesPerMAC),
+			"gaussiank": g.line(8, 0, 3, nonzeroLaunches, 4+4+maskScanBytes+1),
+			"randomk":   g.line(3, 0, 0, 10, 8+8+8+6*32+8),
+			"threshold": g.line(4, 0, 1, nonzeroLaunches, maskScanBytes),
+			"lowrank":   g.line(1, 0, 0, 0, lowRankBytesPerMAC),
 		},
 		Steps: map[string]Step{
 			"topk":    {From: topkMultiBlockFrom, ExtraNS: multiBlock},

@@ -1,6 +1,12 @@
 package sim
 
 import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +92,98 @@ func TestGPUSelectionModelTopKMultiBlock(t *testing.T) {
 	if d1, d2 := m.Time("topk", 2*topkMultiBlockFrom)-at, m.Time("topk", 3*topkMultiBlockFrom)-m.Time("topk", 2*topkMultiBlockFrom); d1-d2 > 1 || d2-d1 > 1 {
 		t.Errorf("topk above the step: steps of %d elements cost %v then %v, want equal", topkMultiBlockFrom, d1, d2)
 	}
+}
+
+// TestGPUConstantsFileRoundTrip: the V100's figures written as a file build the same
+// model as GPUSelectionModel, and a file a user measured moves each line as its figures
+// say: launches and waits per call, bandwidth per element.
+func TestGPUConstantsFileRoundTrip(t *testing.T) {
+	v100 := V100Constants()
+	got, err := LoadGPUConstants(writeJSON(t, v100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Model(), GPUSelectionModel()) {
+		t.Errorf("the V100's figures from a file give %+v, want %+v", got.Model(), GPUSelectionModel())
+	}
+	faster := v100
+	faster.LaunchNS, faster.DispatchNS, faster.SyncNS, faster.BytesPerNS = 0, 1000, 0, 2*v100.BytesPerNS
+	top := faster.Model().Kinds["topk"]
+	if want := 4 * 1000.0; top.PerCallNS != want {
+		t.Errorf("top-k per call %g ns, want 4 operators of 1000 ns", top.PerCallNS)
+	}
+	if want := GPUSelectionModel().Kinds["topk"].PerElementNS / 2; !near(top.PerElementNS, want) {
+		t.Errorf("top-k per element %g ns at twice the bandwidth, want %g", top.PerElementNS, want)
+	}
+}
+
+func TestLoadGPUConstantsRefusesBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, body, want string }{
+		{"not json", `{"launch_ns":`, "reading selection costs"},
+		{"unknown field", `{"launch_ns":1,"dispatch_ns":1,"sync_ns":1,"bytes_per_ns":1,"lanch":2}`, "unknown field"},
+		{"negative", `{"launch_ns":-1,"dispatch_ns":1,"sync_ns":1,"bytes_per_ns":1}`, "launch_ns is -1"},
+		{"no bandwidth", `{"launch_ns":1,"dispatch_ns":1,"sync_ns":1}`, "bytes_per_ns is 0"},
+		{"free calls", `{"launch_ns":0,"dispatch_ns":0,"sync_ns":1,"bytes_per_ns":1}`, "cost nothing a call"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+		if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadGPUConstants(path); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %v, want one naming %s and saying %q", tc.name, err, path, tc.want)
+		}
+	}
+	if _, err := LoadGPUConstants(filepath.Join(dir, "missing.json")); err == nil {
+		t.Error("a missing file loaded")
+	}
+}
+
+// TestMeasureScriptWritesLoadableCosts runs tools/gpu-selection/measure.py on the CPU, the
+// only device here, and loads what it writes. It needs Python with PyTorch
+// (python3-torch), which .ci/run installs before running the script again end to end.
+func TestMeasureScriptWritesLoadableCosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs PyTorch")
+	}
+	python := ""
+	for _, p := range []string{"/usr/bin/python3", "python3"} {
+		if exec.Command(p, "-c", "import torch").Run() == nil {
+			python = p
+			break
+		}
+	}
+	if python == "" {
+		t.Skip("no python3 with PyTorch here (apt-get install python3-torch)")
+	}
+	out := filepath.Join(t.TempDir(), "costs.json")
+	cmd := exec.Command(python, "../tools/gpu-selection/measure.py", "--device", "cpu", "--elements", "100000",
+		"--calls", "20", "--repeats", "2", "--out", out)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("measure.py: %v\n%s", err, msg)
+	}
+	g, err := LoadGPUConstants(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(g.Device, "cpu") || len(g.Sources) != 4 {
+		t.Errorf("costs %+v: want the device named and a source for each figure", g)
+	}
+	if top := g.Model().Kinds["topk"]; !(top.PerCallNS > 0) || !(top.PerElementNS > 0) {
+		t.Errorf("top-k line %+v from measured figures, want positive costs", top)
+	}
+}
+
+// writeJSON writes v as JSON into a temporary file and returns its path.
+func writeJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "v.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -286,3 +286,30 @@ func FitLinear(sizes []int, times []time.Duration) (Linear, error) {
 	}
 	return Linear{PerCallNS: a, PerElementNS: b}, nil
 }
+
+// WithTopK returns the model with top-k's line at callNS per call and elementNS per
+// element, and every other kind's per-call and per-element costs (its Steps with the
+// per-call ones) scaled by the same factors as top-k's: the same hardware, dearer or
+// cheaper. It panics unless m has a top-k line with both costs positive and the new
+// costs are positive and finite, all of which a map's sweep checks first.
+func (m SelectionModel) WithTopK(callNS, elementNS float64) SelectionModel {
+	top := m.Kinds["topk"]
+	call, element := callNS/top.PerCallNS, elementNS/top.PerElementNS
+	for _, f := range []float64{call, element} {
+		if !(f > 0) || math.IsInf(f, 0) {
+			panic(fmt.Sprintf("sim: top-k line %+v rescaled to %g ns a call and %g ns an element", top, callNS, elementNS))
+		}
+	}
+	kinds := make(map[string]Linear, len(m.Kinds))
+	for k, l := range m.Kinds {
+		kinds[k] = Linear{PerCallNS: l.PerCallNS * call, PerElementNS: l.PerElementNS * element}
+	}
+	var steps map[string]Step
+	if m.Steps != nil {
+		steps = make(map[string]Step, len(m.Steps))
+		for k, s := range m.Steps {
+			steps[k] = Step{From: s.From, ExtraNS: s.ExtraNS * call}
+		}
+	}
+	return SelectionModel{Kinds: kinds, Steps: steps}
+}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -15,10 +16,15 @@ type Validation struct {
 
 // ValidationRow is one measured run and its prediction.
 type ValidationRow struct {
+	Model       string  `json:"model,omitempty"`
+	Bandwidth   string  `json:"bandwidth,omitempty"` // of the run's emulated links
 	Pipeline    string  `json:"pipeline"`
 	Workers     int     `json:"workers"`
 	MeasuredMS  float64 `json:"measured_ms"`  // mean step time of the run
 	PredictedMS float64 `json:"predicted_ms"` // the simulator's, from the run's measured profile
+	// ComputeMS is the step's compute in the run's profile (forward, backward, update),
+	// measured in the run itself: what the prediction takes as given.
+	ComputeMS float64 `json:"compute_ms,omitempty"`
 	// Remeasured says the run was trained a second time because the first missed.
 	Remeasured bool `json:"remeasured,omitempty"`
 }
@@ -40,6 +46,26 @@ func (v *Validation) Worst() float64 {
 	return worst
 }
 
+// Errors are the rows' relative errors in magnitude, sorted.
+func (v *Validation) Errors() []float64 {
+	out := make([]float64, len(v.Rows))
+	for i, r := range v.Rows {
+		out[i] = math.Abs(r.Error())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Quantile is the q-quantile (0 to 1) of the errors in magnitude, the nearest rank.
+func (v *Validation) Quantile(q float64) float64 {
+	errs := v.Errors()
+	if len(errs) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(errs)))) - 1
+	return errs[min(max(i, 0), len(errs)-1)]
+}
+
 // Check reports the rows whose error exceeds the tolerance.
 func (v *Validation) Check() error {
 	var bad []string
@@ -58,7 +84,12 @@ func (v *Validation) Check() error {
 func (v *Validation) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Validation against measured runs\n\n%s\n\n", v.Setting)
-	b.WriteString("| pipeline | workers | measured ms/step | predicted ms/step | error |\n|---|---|---|---|---|\n")
+	wide := slices.ContainsFunc(v.Rows, func(r ValidationRow) bool { return r.Model != "" })
+	if wide {
+		b.WriteString("| model | bandwidth | pipeline | workers | measured ms/step | predicted ms/step | of it compute | error |\n|---|---|---|---|---|---|---|---|\n")
+	} else {
+		b.WriteString("| pipeline | workers | measured ms/step | predicted ms/step | error |\n|---|---|---|---|---|\n")
+	}
 	for _, r := range v.Rows {
 		mark := ""
 		if math.Abs(r.Error()) > v.Tolerance {
@@ -67,8 +98,36 @@ func (v *Validation) Markdown() string {
 		if r.Remeasured {
 			mark += " (measured twice: the first run missed)"
 		}
+		if wide {
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %.1f | %.1f | %.1f | %+.1f%%%s |\n", r.Model, r.Bandwidth, r.Pipeline, r.Workers,
+				r.MeasuredMS, r.PredictedMS, r.ComputeMS, 100*r.Error(), mark)
+			continue
+		}
 		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %+.1f%%%s |\n", r.Pipeline, r.Workers, r.MeasuredMS, r.PredictedMS, 100*r.Error(), mark)
 	}
-	fmt.Fprintf(&b, "\nLargest error %.1f%% (tolerance %.0f%%).\n\n", 100*v.Worst(), 100*v.Tolerance)
+	fmt.Fprintf(&b, "\nLargest error %.1f%% (tolerance %.0f%%).", 100*v.Worst(), 100*v.Tolerance)
+	if len(v.Rows) >= 10 {
+		fmt.Fprintf(&b, " Errors in magnitude over %d runs: median %.1f%%, 90th percentile %.1f%%, largest %.1f%%.",
+			len(v.Rows), 100*v.Quantile(0.5), 100*v.Quantile(0.9), 100*v.Worst())
+		b.WriteString(v.byWorkers())
+	}
+	b.WriteString("\n\n")
 	return b.String()
+}
+
+// byWorkers writes the median and largest error at each worker count.
+func (v *Validation) byWorkers() string {
+	var counts []int
+	for _, r := range v.Rows {
+		if !slices.Contains(counts, r.Workers) {
+			counts = append(counts, r.Workers)
+		}
+	}
+	slices.Sort(counts)
+	var parts []string
+	for _, w := range counts {
+		sub := &Validation{Rows: slices.DeleteFunc(slices.Clone(v.Rows), func(r ValidationRow) bool { return r.Workers != w })}
+		parts = append(parts, fmt.Sprintf("%d workers %.1f%% and %.1f%%", w, 100*sub.Quantile(0.5), 100*sub.Worst()))
+	}
+	return " Median and largest by workers: " + strings.Join(parts, "; ") + "."
 }

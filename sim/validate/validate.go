@@ -77,12 +77,21 @@ func (v *Validator) Validate(ctx context.Context, cells []experiments.Cell) (*si
 
 // predictCells fills val's rows and setting with the predictions of cells.
 func (v *Validator) predictCells(ctx context.Context, val *sim.Validation, cells []experiments.Cell) error {
+	settings := map[string]bool{}
 	for i, c := range cells {
 		row, setting, err := v.predictCell(ctx, c)
 		if err != nil {
 			return fmt.Errorf("validation cell %s: %w", c.Name, err)
 		}
 		val.Rows[i], val.Setting = row, setting
+		settings[setting] = true
+	}
+	if len(settings) > 1 {
+		val.Setting = "Runs of several models or links (in the table); each prediction replays the profile its run measured, " +
+			"on our transport's algorithms over the run's emulated links (no start-up, 8/bandwidth seconds a byte). " +
+			"The profile holds the compute the run measured, under whatever contention its workers had: with more " +
+			"workers than cores it is slower than alone, and the prediction takes it as measured, so these rows test " +
+			"the pipelines' and the network's model, not the compute's."
 	}
 	return nil
 }
@@ -124,7 +133,8 @@ func (v *Validator) Predict(ctx context.Context, cfg *trainer.Config, sum *train
 	}
 	setting := fmt.Sprintf("%s on %s, batch %d per worker, %d steps, links emulated at %s; each prediction replays the profile its run measured, on our transport's algorithms over %s.",
 		cfg.Model, cfg.Dataset, cfg.BatchSize, sum.Steps, cfg.Bandwidth, net)
-	return sim.ValidationRow{Pipeline: cfg.Pipeline, Workers: cfg.Workers, MeasuredMS: sum.Throughput.StepMS.Total, PredictedMS: res.IterationMS}, setting, nil
+	return sim.ValidationRow{Model: cfg.Model, Bandwidth: cfg.Bandwidth, Pipeline: cfg.Pipeline, Workers: cfg.Workers,
+		MeasuredMS: sum.Throughput.StepMS.Total, PredictedMS: res.IterationMS, ComputeMS: res.ComputeMS}, setting, nil
 }
 
 // emulatedNetwork is the cost model of a run's emulated links: what our transport does

@@ -1,0 +1,269 @@
+package sim
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tinyMapConfig is the simulate command's settings for a map of the tiny profile, with
+// fusion buffers of 16 KiB and a latency given, as a map needs.
+func tinyMapConfig(t *testing.T, names ...string) Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tiny.json")
+	if err := tinyProfile().Save(path); err != nil {
+		t.Fatal(err)
+	}
+	c := testConfig()
+	c.Profiles = []string{path}
+	c.Settings.FusionMB = 1.0 / 64
+	c.Workers = []int{4}
+	c.Networks.Bandwidths = []string{"1Gbit"}
+	c.Networks.Latency = 20 * time.Microsecond
+	c.Parallel = 2
+	named(&c, names...)
+	return c
+}
+
+func mustAxis(t *testing.T, s string) Axis {
+	t.Helper()
+	a, err := ParseAxis(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestMapPointsEqualSingleRuns: every point of a map predicts what one simulate run at
+// that point's constants predicts, flag for flag: workers and bandwidth as --workers and
+// --bandwidth, a top-k line halved in both terms as --selection-speed 2.
+func TestMapPointsEqualSingleRuns(t *testing.T) {
+	c := tinyMapConfig(t, "dense", "pertensor", "ssfusion")
+	m, err := c.Map(mustAxis(t, "workers=2,8"), mustAxis(t, "bandwidth=1Gbit,25Gbit"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := m.Run(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(points) != 4 {
+		t.Fatalf("%d points, want 4", len(points))
+	}
+	for _, p := range points {
+		one := c
+		one.Workers = []int{p.Constants.Workers}
+		one.Networks.Bandwidths = []string{FormatBandwidth(p.Constants.BitsPerSecond)}
+		want := runConfig(t, one)
+		if !reflect.DeepEqual(p.Pipelines, want) {
+			t.Errorf("map point %d workers, %s: %+v\nsingle run: %+v", p.Constants.Workers, FormatBandwidth(p.Constants.BitsPerSecond), p.Pipelines, want)
+		}
+	}
+
+	top := DefaultSelectionModel().Kinds["topk"]
+	half := mustAxis(t, "select-call="+formatNS(top.PerCallNS/2)+","+formatNS(top.PerCallNS))
+	half.Values[0] = top.PerCallNS / 2 // exactly, not as written
+	m, err = c.Map(half, Axis{Name: "select-element", Values: []float64{top.PerElementNS / 2, top.PerElementNS}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err = m.Run(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	faster := c
+	faster.SelectionSpeed = 2
+	want := runConfig(t, faster)
+	if got := points[0].Pipelines; !reflect.DeepEqual(got, want) {
+		t.Errorf("top-k line halved: %+v\n--selection-speed 2: %+v", got, want)
+	}
+}
+
+// runConfig simulates c as the simulate command does without a map.
+func runConfig(t *testing.T, c Config) []Point {
+	t.Helper()
+	s, err := c.Sweep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return points
+}
+
+// TestZeroContourMovesWithSelectionCost: the dearer a selection call, the better SSFusion,
+// which selects fewer tensors and off the backward path, does against per-tensor, which
+// selects every tensor in backward. So at every bandwidth its gain grows with the cost
+// per call, and the zero contour moves toward cheaper calls: where SSFusion wins at one
+// cost, it wins at every dearer one.
+func TestZeroContourMovesWithSelectionCost(t *testing.T) {
+	c := tinyMapConfig(t, "pertensor", "ssfusion")
+	m, err := c.Map(mustAxis(t, "select-call=1us..1ms/4"), mustAxis(t, "bandwidth=100Mbit..100Gbit/4"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := m.Run(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := &MapReport{X: m.X, Y: m.Y, Points: points}
+	gains, err := report.gains()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(gains); i++ {
+		prev, g := gains[i-1], gains[i]
+		if g.Y != prev.Y { // a new row of the grid
+			continue
+		}
+		if g.OverBest < prev.OverBest-1e-9 {
+			t.Errorf("at %s: gain %+.3f at %s per call, %+.3f at the cheaper %s", FormatBandwidth(g.Y),
+				g.OverBest, formatNS(g.X), prev.OverBest, formatNS(prev.X))
+		}
+		if prev.OverBest > 0 && g.OverBest <= 0 {
+			t.Errorf("at %s: SSFusion wins at %s per call but not at %s", FormatBandwidth(g.Y), formatNS(prev.X), formatNS(g.X))
+		}
+	}
+	// The property means something only if the contour crosses the map: in every row,
+	// SSFusion loses at the cheapest call and wins at the dearest.
+	for i := 0; i < len(gains); i += len(m.X.Values) {
+		first, last := gains[i], gains[i+len(m.X.Values)-1]
+		if first.OverBest >= 0 || last.OverBest <= 0 {
+			t.Errorf("at %s: gain %+.3f at %s per call and %+.3f at %s; the map does not cross zero there",
+				FormatBandwidth(first.Y), first.OverBest, formatNS(first.X), last.OverBest, formatNS(last.X))
+		}
+	}
+}
+
+// TestMapGoesOnFromSavedPoints: a map given the points of an interrupted run simulates
+// only the rest, and the saved file holds every point so far after each one.
+func TestMapGoesOnFromSavedPoints(t *testing.T) {
+	c := tinyMapConfig(t, "pertensor", "ssfusion")
+	m, err := c.Map(mustAxis(t, "bandwidth=1Gbit,10Gbit,100Gbit"), Axis{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saves []int
+	all, err := m.Run(context.Background(), nil, func(so []MapPoint) error { saves = append(saves, len(so)); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(saves, []int{1, 2, 3}) {
+		t.Errorf("saved %v points, want 1, 2, 3", saves)
+	}
+	simulated := 0
+	m.Progress = func(int, int, string) { simulated++ }
+	again, err := m.Run(context.Background(), all[:2], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if simulated != 1 || !reflect.DeepEqual(again, all) {
+		t.Errorf("going on from 2 points simulated %d and gave %+v, want 1 and %+v", simulated, again, all)
+	}
+}
+
+// TestMapRefusesMistakes: a map that cannot run fails before any point, naming why.
+func TestMapRefusesMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Config)
+		x, y  string
+		names []string
+		want  string
+	}{
+		{"no ssfusion", nil, "bandwidth=1Gbit,2Gbit", "", []string{"dense", "pertensor"}, "must name it"},
+		{"two worker counts", func(c *Config) { c.Workers = []int{2, 4} }, "bandwidth=1Gbit,2Gbit", "", nil, "--workers"},
+		{"same axis twice", nil, "bandwidth=1Gbit,2Gbit", "bandwidth=3Gbit,4Gbit", nil, "twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			names := tc.names
+			if names == nil {
+				names = []string{"pertensor", "ssfusion"}
+			}
+			c := tinyMapConfig(t, names...)
+			if tc.edit != nil {
+				tc.edit(&c)
+			}
+			var y Axis
+			if tc.y != "" {
+				y = mustAxis(t, tc.y)
+			}
+			_, err := c.Map(mustAxis(t, tc.x), y, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseAxis(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []float64
+		err  string
+	}{
+		{in: "bandwidth=1Gbit..100Gbit/3", want: []float64{1e9, 1e10, 1e11}},
+		{in: "latency=1us,1ms,10us", want: []float64{1e3, 1e4, 1e6}},
+		{in: "workers=8..256/6", want: []float64{8, 16, 32, 64, 128, 256}},
+		{in: "select-element=0.05ns,1.4", want: []float64{0.05, 1.4}},
+		{in: "select-call=1us..200us/2", want: []float64{1e3, 2e5}},
+		{in: "speed=1,2", err: "NAME one of"},
+		{in: "bandwidth", err: "NAME one of"},
+		{in: "bandwidth=1Gbit", err: "at least two"},
+		{in: "bandwidth=10Gbit..1Gbit/3", err: "must rise"},
+		{in: "bandwidth=1Gbit..10Gbit", err: "/N"},
+		{in: "latency=0s,1ms", err: "positive duration"},
+		{in: "workers=0,4", err: "not a worker count"},
+		{in: "select-element=-1,2", err: "positive time"},
+	} {
+		a, err := ParseAxis(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want one saying %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.in, err)
+			continue
+		}
+		if len(a.Values) != len(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.in, a.Values, tc.want)
+			continue
+		}
+		for i := range a.Values {
+			if d := a.Values[i] - tc.want[i]; d > 1e-6*tc.want[i] || d < -1e-6*tc.want[i] {
+				t.Errorf("%s: %v, want %v", tc.in, a.Values, tc.want)
+				break
+			}
+		}
+	}
+}
+
+// TestWithTopKScalesEveryKind: moving top-k's line moves every kind's by the same
+// factors, and leaves the model it came from alone.
+func TestWithTopKScalesEveryKind(t *testing.T) {
+	base := GPUSelectionModel()
+	top := base.Kinds["topk"]
+	m := base.WithTopK(2*top.PerCallNS, 3*top.PerElementNS)
+	for k, l := range base.Kinds {
+		if got := m.Kinds[k]; !near(got.PerCallNS, 2*l.PerCallNS) || !near(got.PerElementNS, 3*l.PerElementNS) {
+			t.Errorf("%s: %+v, want per call x2 and per element x3 of %+v", k, got, l)
+		}
+	}
+	for k, s := range base.Steps {
+		if got := m.Steps[k]; got.From != s.From || !near(got.ExtraNS, 2*s.ExtraNS) {
+			t.Errorf("step %s: %+v, want %+v with twice the cost", k, got, s)
+		}
+	}
+	if base.Kinds["topk"] != top {
+		t.Error("WithTopK changed the model it came from")
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9*b && b-a < 1e-9*b }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Draws the committed maps of where SSFusion wins (results/maps/*): each a simulate --vary run
+# over two hardware constants, every other constant at the SSFusion paper's testbed (8 workers,
+# 10 Gbit/s, 37 us per message, the GPU selection model). A map interrupted goes on from the
+# points it kept when run again. Usage: tools/maps/run.sh [NAME...] (default: every map).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# The pipelines SSFusion measured itself against, and dense; 16 steps, the last 4 averaged,
+# by which Cupcake's search is within a few per cent of the partition it settles on.
+common=(--validate=false --selection gpu --workers 8 --bandwidth 10Gbit --latency 37us
+	--pipelines dense,pertensor,multitensor,ssfusion,omgs,oktopk,spardl,cupcake,powersgd
+	--steps 16 --warmup 12)
+
+declare -A maps=(
+	[resnet50-call-bandwidth]="--profile resnet50 --vary select-call=1us..200us/5 --vary bandwidth=1Gbit..400Gbit/6"
+	[resnet50-element-call]="--profile resnet50 --vary select-call=100ns..200us/5 --vary select-element=0.01ns..3ns/5"
+	[resnet50-latency-bandwidth]="--profile resnet50 --vary latency=1us..1ms/5 --vary bandwidth=1Gbit..400Gbit/6"
+	[resnet50-workers-bandwidth]="--profile resnet50 --vary workers=8..256/6 --vary bandwidth=1Gbit..400Gbit/6"
+	[bert-base-call-bandwidth]="--profile bert-base --vary select-call=1us..200us/5 --vary bandwidth=1Gbit..400Gbit/6"
+	[vgg16-call-bandwidth]="--profile vgg16 --vary select-call=1us..200us/5 --vary bandwidth=1Gbit..400Gbit/6"
+)
+order=(resnet50-call-bandwidth resnet50-element-call bert-base-call-bandwidth vgg16-call-bandwidth
+	resnet50-latency-bandwidth resnet50-workers-bandwidth)
+
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=("${order[@]}")
+for name in "${names[@]}"; do
+	[ -n "${maps[$name]:-}" ] || { echo "tools/maps/run.sh: no map called $name (maps: ${order[*]})" >&2; exit 2; }
+done
+go build -o /tmp/ssf-maps .
+for name in "${names[@]}"; do
+	echo "== $name: $(date -u +%H:%M:%S)"
+	# shellcheck disable=SC2086 # the map's flags are words
+	/tmp/ssf-maps simulate "${common[@]}" ${maps[$name]} --out "results/maps/$name"
+done
