@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/ssfusion/ssfusion/sim"
 )
 
 // readmeMaxLines is the most lines README.md may have: it says what the project is and how
@@ -347,4 +349,20 @@ func countLines(s string) int {
 		n++
 	}
 	return n
+}
+
+// TestDocNamedSettingsMatchTheCode: the table of named settings in docs/simulator.md
+// gives each setting the workers, link and start-up that the maps simulate it at.
+func TestDocNamedSettingsMatchTheCode(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("docs", "simulator.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range sim.NamedSettings() {
+		c := n.Constants
+		want := fmt.Sprintf("| %s | %d | %s | %s |", n.Name, c.Workers, sim.FormatBandwidth(c.BitsPerSecond), sim.FormatDuration(c.Latency))
+		if !strings.Contains(string(data), want) {
+			t.Errorf("docs/simulator.md has no row starting %q", want)
+		}
+	}
 }

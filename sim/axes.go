@@ -239,3 +239,6 @@ func (a Axis) formatOr() func(float64) string {
 func (a Axis) covers(v float64) bool {
 	return len(a.Values) > 0 && v >= a.Values[0] && v <= a.Values[len(a.Values)-1]
 }
+
+// FormatDuration writes d as a map's axes write times: 37us, 450ns, 1.5ms.
+func FormatDuration(d time.Duration) string { return formatNS(float64(d)) }

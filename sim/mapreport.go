@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ssfusion/ssfusion/internal/atomicfile"
 	"github.com/ssfusion/ssfusion/plots"
@@ -288,11 +289,76 @@ func (r *MapReport) markdown(gains []Gain, figures map[string][]string) string {
 			fmt.Fprintf(&b, "![%s](%s)\n", f, f)
 		}
 		b.WriteString("\n")
+		b.WriteString(r.Summary(model, gains) + "\n\n")
 		r.gainTable(&b, model, gains)
 		r.namedTable(&b, model, gains)
 	}
 	r.sources(&b)
+	fmt.Fprintf(&b, "\nCost: %d points, %s of simulation in all (wall clock, summed over the runs that made them).\n",
+		len(r.Points), time.Duration(r.seconds()*float64(time.Second)).Round(time.Second))
 	return b.String()
+}
+
+// seconds is the time r's points took to simulate.
+func (r *MapReport) seconds() float64 {
+	total := 0.0
+	for _, p := range r.Points {
+		total += p.Seconds
+	}
+	return total
+}
+
+// Summary says in words where on model's grid SSFusion wins, is within the model error and
+// loses against the fastest other, each as the ranges of the axes its points span, and
+// which pipeline is fastest how often.
+func (r *MapReport) Summary(model string, gains []Gain) string {
+	classes := map[string][]MapPoint{}
+	fastest := map[string]int{}
+	n := 0
+	for i, p := range r.Points {
+		if p.Model != model || p.Setting != "" {
+			continue
+		}
+		n++
+		v := r.Verdict(gains[i].OverBest)
+		classes[v] = append(classes[v], p)
+		fastest[gains[i].Fastest]++
+	}
+	var parts []string
+	for _, v := range []string{"wins", "within model error", "loses"} {
+		ps := classes[v]
+		if len(ps) == 0 {
+			parts = append(parts, fmt.Sprintf("%s at none", v))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s at %d (%s)", v, len(ps), r.span(ps)))
+	}
+	names := slices.SortedFunc(maps.Keys(fastest), func(a, b string) int { return fastest[b] - fastest[a] })
+	var fast []string
+	for _, name := range names {
+		fast = append(fast, fmt.Sprintf("%s at %d", name, fastest[name]))
+	}
+	return fmt.Sprintf("Of %d points, SSFusion %s. Fastest of all: %s.", n, strings.Join(parts, "; "), strings.Join(fast, ", "))
+}
+
+// span is the ranges of the axes that points cover, as "bandwidth 1Gbit-11Gbit, select-call
+// 1us-200us".
+func (r *MapReport) span(points []MapPoint) string {
+	describe := func(a Axis, value func(MapPoint) float64) string {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, p := range points {
+			lo, hi = math.Min(lo, value(p)), math.Max(hi, value(p))
+		}
+		if lo == hi {
+			return a.Name + " " + a.Format(lo)
+		}
+		return fmt.Sprintf("%s %s-%s", a.Name, a.Format(lo), a.Format(hi))
+	}
+	s := describe(r.X, func(p MapPoint) float64 { return p.X })
+	if r.Y.Name != "" {
+		s = describe(r.Y, func(p MapPoint) float64 { return p.Y }) + ", " + s
+	}
+	return s
 }
 
 // gainTable writes model's gains over the fastest other, with that pipeline's name.

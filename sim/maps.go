@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ssfusion/ssfusion/netmodel"
 	"github.com/ssfusion/ssfusion/profile"
@@ -49,6 +50,8 @@ type MapPoint struct {
 	Y         float64   `json:"y"`
 	Constants Constants `json:"constants"`
 	Pipelines []Point   `json:"pipelines"`
+	// Seconds is the wall-clock time the point took to simulate.
+	Seconds float64 `json:"seconds"`
 }
 
 // Check reports what makes m impossible to run, before any point is simulated.
@@ -159,11 +162,12 @@ func (m *Map) Run(ctx context.Context, done []MapPoint, save func([]MapPoint) er
 			all[i] = done[j]
 			continue
 		}
+		start := time.Now()
 		points, err := m.sweepAt(p).Run(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("map point %s: %w", m.describe(p), err)
 		}
-		all[i].Pipelines = points
+		all[i].Pipelines, all[i].Seconds = points, time.Since(start).Seconds()
 		if save != nil {
 			if err := save(finished(all)); err != nil {
 				return nil, err

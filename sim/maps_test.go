@@ -267,3 +267,30 @@ func TestWithTopKScalesEveryKind(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9*b && b-a < 1e-9*b }
+
+// TestMapSummarySaysWhereEachVerdictHolds: the words under a map name the axis ranges of
+// its wins, ties within the model error and losses, and count the fastest pipelines.
+func TestMapSummarySaysWhereEachVerdictHolds(t *testing.T) {
+	point := func(x, ssfusion, pertensor float64) MapPoint {
+		return MapPoint{Model: "m", X: x, Pipelines: []Point{
+			{Pipeline: "ssfusion", Result: Result{IterationMS: ssfusion}},
+			{Pipeline: "pertensor", Result: Result{IterationMS: pertensor}},
+		}}
+	}
+	r := &MapReport{X: mustAxis(t, "bandwidth=1Gbit,10Gbit,100Gbit,400Gbit"), ModelError: 0.1, Points: []MapPoint{
+		point(1e9, 100, 150),  // +50%: wins
+		point(1e10, 100, 130), // +30%: wins
+		point(1e11, 100, 105), // +5%: within
+		point(4e11, 100, 50),  // -50%: loses
+		{Model: "m", Setting: "named", X: 1e9, Pipelines: []Point{{Pipeline: "ssfusion", Result: Result{IterationMS: 1}}, {Pipeline: "pertensor", Result: Result{IterationMS: 1}}}},
+	}}
+	gains, err := r.gains()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.Summary("m", gains)
+	want := "Of 4 points, SSFusion wins at 2 (bandwidth 1Gbit-10Gbit); within model error at 1 (bandwidth 100Gbit); loses at 1 (bandwidth 400Gbit). Fastest of all: ssfusion at 3, pertensor at 1."
+	if got != want {
+		t.Errorf("summary\n%s\nwant\n%s", got, want)
+	}
+}

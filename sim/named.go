@@ -27,7 +27,9 @@ const a100ElementFactor = v100BytesPerNS / 1555.0
 
 // NamedSettings returns the settings every map marks. Their selection lines are those of
 // the selection models here (GPUSelectionModel, DefaultSelectionModel), whose own sources
-// are listed with them.
+// are listed with them. A setting names no compute: every one runs the map's profile (the
+// shipped ones are timed on a V100), so "this machine" is this CPU's selection and this
+// machine's shared-memory link beside that compute, the regime where selection is dear.
 func NamedSettings() []NamedSetting {
 	gpu, cpu := GPUSelectionModel().Kinds["topk"], DefaultSelectionModel().Kinds["topk"]
 	gpuSelection := Source{"selection", "", "the GPU model (sim.GPUSelectionModel): launches and host waits of the papers' PyTorch top-k on a V100, from published figures"}
@@ -63,7 +65,7 @@ func NamedSettings() []NamedSetting {
 			},
 		},
 		{
-			Name: "this machine (2 processes, shared memory)", Selection: "cpu",
+			Name: "this machine's selection and link (2 workers)", Selection: "cpu",
 			Constants: Constants{Workers: 2, BitsPerSecond: 113e9, Latency: 450 * time.Nanosecond,
 				SelectCallNS: cpu.PerCallNS, SelectElementNS: cpu.PerElementNS},
 			Sources: []Source{
