@@ -162,6 +162,8 @@ func TestMapGoesOnFromSavedPoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The point simulated again took its own time; everything else must match.
+	again[2].Seconds, all[2].Seconds = 0, 0
 	if simulated != 1 || !reflect.DeepEqual(again, all) {
 		t.Errorf("going on from 2 points simulated %d and gave %+v, want 1 and %+v", simulated, again, all)
 	}
