@@ -119,8 +119,9 @@ func TestDocReliabilityTableMatchesTheCampaign(t *testing.T) {
 }
 
 // outputMarker precedes a fenced block in the docs that quotes a command's output kept
-// under docs/runs: <!-- output: runs/FILE -->.
-var outputMarker = regexp.MustCompile(`^<!-- output: (runs/[A-Za-z0-9._-]+) -->$`)
+// under docs/runs (<!-- output: runs/FILE -->) or a report kept under results
+// (<!-- output: ../results/DIR/report.md -->), the path relative to docs/.
+var outputMarker = regexp.MustCompile(`^<!-- output: ((?:runs|\.\./results)/[A-Za-z0-9._/-]+) -->$`)
 
 // TestDocOutputBlocksMatchTheirRuns: every fenced block the docs mark as a command's output
 // quotes that output line for line: each of its lines is a whole line of the kept file.
@@ -148,7 +149,7 @@ func TestDocOutputBlocksMatchTheirRuns(t *testing.T) {
 			}
 			for _, l := range b.lines {
 				if l = strings.TrimRight(l, " "); l != "" && !lines[l] {
-					t.Errorf("%s quotes %q, which docs/%s does not have", doc, l, b.file)
+					t.Errorf("%s quotes %q, which %s does not have", doc, l, filepath.Join("docs", b.file))
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -294,5 +295,24 @@ func TestMapSummarySaysWhereEachVerdictHolds(t *testing.T) {
 	want := "Of 4 points, SSFusion wins at 2 (bandwidth 1Gbit-10Gbit); within model error at 1 (bandwidth 100Gbit); loses at 1 (bandwidth 400Gbit). Fastest of all: ssfusion at 3, pertensor at 1."
 	if got != want {
 		t.Errorf("summary\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestMapStopsWhenCancelled: cancelling a map stops it at the next point with the
+// context's error, and what was saved before stays saved.
+func TestMapStopsWhenCancelled(t *testing.T) {
+	c := tinyMapConfig(t, "pertensor", "ssfusion")
+	m, err := c.Map(mustAxis(t, "bandwidth=1Gbit,10Gbit,100Gbit"), Axis{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var saved [][]MapPoint
+	_, err = m.Run(ctx, nil, func(so []MapPoint) error { saved = append(saved, so); cancel(); return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want the context's", err)
+	}
+	if len(saved) != 1 || len(saved[0]) != 1 {
+		t.Errorf("saved %d times, want once, with the first point", len(saved))
 	}
 }

@@ -109,25 +109,30 @@ func (v *Validation) Markdown() string {
 	if len(v.Rows) >= 10 {
 		fmt.Fprintf(&b, " Errors in magnitude over %d runs: median %.1f%%, 90th percentile %.1f%%, largest %.1f%%.",
 			len(v.Rows), 100*v.Quantile(0.5), 100*v.Quantile(0.9), 100*v.Worst())
-		b.WriteString(v.byWorkers())
+		b.WriteString(v.by("workers", func(r ValidationRow) string { return fmt.Sprintf("%d workers", r.Workers) }))
+		b.WriteString(v.by("model", func(r ValidationRow) string { return r.Model }))
+		b.WriteString(v.by("link", func(r ValidationRow) string { return r.Bandwidth }))
 	}
 	b.WriteString("\n\n")
 	return b.String()
 }
 
-// byWorkers writes the median and largest error at each worker count.
-func (v *Validation) byWorkers() string {
-	var counts []int
+// by writes the median and largest error of the rows of each value of key, in order of
+// first appearance, or nothing when all rows share one value.
+func (v *Validation) by(what string, key func(ValidationRow) string) string {
+	var values []string
 	for _, r := range v.Rows {
-		if !slices.Contains(counts, r.Workers) {
-			counts = append(counts, r.Workers)
+		if k := key(r); !slices.Contains(values, k) {
+			values = append(values, k)
 		}
 	}
-	slices.Sort(counts)
-	var parts []string
-	for _, w := range counts {
-		sub := &Validation{Rows: slices.DeleteFunc(slices.Clone(v.Rows), func(r ValidationRow) bool { return r.Workers != w })}
-		parts = append(parts, fmt.Sprintf("%d workers %.1f%% and %.1f%%", w, 100*sub.Quantile(0.5), 100*sub.Worst()))
+	if len(values) < 2 {
+		return ""
 	}
-	return " Median and largest by workers: " + strings.Join(parts, "; ") + "."
+	var parts []string
+	for _, k := range values {
+		sub := &Validation{Rows: slices.DeleteFunc(slices.Clone(v.Rows), func(r ValidationRow) bool { return key(r) != k })}
+		parts = append(parts, fmt.Sprintf("%s %.1f%% and %.1f%%", k, 100*sub.Quantile(0.5), 100*sub.Worst()))
+	}
+	return fmt.Sprintf(" Median and largest by %s: %s.", what, strings.Join(parts, "; "))
 }

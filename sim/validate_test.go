@@ -60,7 +60,7 @@ func TestValidationErrorDistribution(t *testing.T) {
 	for _, want := range []string{
 		"| mlp | 30Mbit | dense | 8 | 100.0 | 99.0 | 40.0 | -1.0% |",
 		"over 10 runs: median 5.0%, 90th percentile 9.0%, largest 10.0%",
-		"2 workers 6.0% and 10.0%; 8 workers 5.0% and 9.0%",
+		"by workers: 8 workers 5.0% and 9.0%; 2 workers 6.0% and 10.0%.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

@@ -20,8 +20,8 @@ declare -A maps=(
 	[bert-base-call-bandwidth]="--profile bert-base --vary select-call=1us..200us/5 --vary bandwidth=1Gbit..400Gbit/6"
 	[vgg16-call-bandwidth]="--profile vgg16 --vary select-call=1us..200us/5 --vary bandwidth=1Gbit..400Gbit/6"
 )
-order=(resnet50-call-bandwidth resnet50-element-call bert-base-call-bandwidth vgg16-call-bandwidth
-	resnet50-latency-bandwidth resnet50-workers-bandwidth)
+order=(resnet50-call-bandwidth resnet50-element-call resnet50-latency-bandwidth resnet50-workers-bandwidth
+	bert-base-call-bandwidth vgg16-call-bandwidth)
 
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${order[@]}")
