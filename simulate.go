@@ -25,6 +25,7 @@ type simulateFlags struct {
 	validate   bool
 	validation string
 	vary       []string // a map's axes, NAME=VALUES
+	compare    []string // a map's further comparisons, NAME=PIPELINES
 	modelError float64
 	named      bool
 	// validateOnly measures and predicts the validation's runs, and simulates nothing else.
@@ -111,6 +112,7 @@ sweep uses.`,
 	fl.BoolVar(&f.validateOnly, "validate-only", false, "only check the simulator against --validation's runs: no sweep, the report holds the validation alone")
 	fl.StringArrayVar(&f.vary, "vary", nil, "map: a constant to sweep, NAME=V1,V2,... or NAME=LO..HI/N (log-spaced); NAME one of "+
 		strings.Join(sim.AxisNames(), ", ")+"; give it once or twice")
+	fl.StringArrayVar(&f.compare, "compare", nil, "map: also SSFusion's gain over the faster of these pipelines, NAME=PIPELINE,PIPELINE (repeatable; report only, so a finished map can be redrawn with others)")
 	fl.Float64Var(&f.modelError, "model-error", 0.15, "map: the simulator's error; a gain inside it is reported as within model error")
 	fl.BoolVar(&f.named, "named", true, "map: also simulate the named settings (the SSFusion testbed, common clusters, this machine)")
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -86,6 +87,19 @@ func buildMap(f *simulateFlags) (*sim.Map, *sim.MapReport, error) {
 		sim.FormatBandwidth(m.Constants.BitsPerSecond), m.Constants.Latency, m.Constants.SelectCallNS, m.Constants.SelectElementNS)
 	setting["pipelines"] = strings.Join(m.Base.Pipelines, ", ")
 	setting["profiles"] = strings.Join(f.sweep.Profiles, ", ")
+	var comparisons []sim.Comparison
+	for _, c := range f.compare {
+		cmp, err := sim.ParseComparison(c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--compare %w", err)
+		}
+		for _, p := range cmp.Against {
+			if !slices.Contains(m.Base.Pipelines, p) {
+				return nil, nil, fmt.Errorf("--compare %s: %s is not among the pipelines simulated (%s)", cmp.Name, p, strings.Join(m.Base.Pipelines, ","))
+			}
+		}
+		comparisons = append(comparisons, cmp)
+	}
 	command := "go run . " + strings.Join(os.Args[1:], " ")
-	return m, &sim.MapReport{Command: command, Setting: setting, X: axes[0], Y: axes[1], ModelError: f.modelError}, nil
+	return m, &sim.MapReport{Command: command, Setting: setting, Comparisons: comparisons, X: axes[0], Y: axes[1], ModelError: f.modelError}, nil
 }

@@ -32,8 +32,35 @@ type MapReport struct {
 	Y       Axis              `json:"y"`
 	// ModelError is the simulator's error (a fraction) inside which a gain is reported as
 	// "within model error", never as a win or a loss.
-	ModelError float64    `json:"model_error"`
-	Points     []MapPoint `json:"points"`
+	ModelError float64 `json:"model_error"`
+	// Comparisons are further sets of pipelines to measure SSFusion against, each with a
+	// summary, a figure and rows of comparisons.csv; the report's own is the fastest of
+	// all others.
+	Comparisons []Comparison `json:"comparisons,omitempty"`
+	Points      []MapPoint   `json:"points"`
+}
+
+// A Comparison is a named set of pipelines that SSFusion's gain is measured against, such
+// as the baselines a paper's claim names.
+type Comparison struct {
+	Name    string   `json:"name"`
+	Against []string `json:"against"`
+}
+
+// ParseComparison reads a comparison as --compare gives it: NAME=PIPELINE,PIPELINE.
+func ParseComparison(s string) (Comparison, error) {
+	name, list, ok := strings.Cut(s, "=")
+	if !ok || strings.TrimSpace(name) == "" || strings.TrimSpace(list) == "" {
+		return Comparison{}, fmt.Errorf("%q: want NAME=PIPELINE,PIPELINE,...", s)
+	}
+	c := Comparison{Name: strings.TrimSpace(name)}
+	for _, p := range strings.Split(list, ",") {
+		if p = strings.TrimSpace(p); p == mapSubject {
+			return Comparison{}, fmt.Errorf("%q: SSFusion is what the others are compared with", s)
+		}
+		c.Against = append(c.Against, p)
+	}
+	return c, nil
 }
 
 // LoadMapReport reads dir's map file; it returns nil and no error when there is none.
@@ -91,18 +118,32 @@ func (r *MapReport) Write(dir string) error {
 	if err := atomicfile.Write(filepath.Join(dir, "gains.csv"), []byte(r.gainsCSV(gains))); err != nil {
 		return err
 	}
-	figures, err := r.plot(dir, gains)
+	compared := make([][]Gain, len(r.Comparisons))
+	for i, c := range r.Comparisons {
+		if compared[i], err = r.gainsAgainst(c.Against); err != nil {
+			return fmt.Errorf("comparison %s: %w", c.Name, err)
+		}
+	}
+	if len(r.Comparisons) > 0 {
+		if err := atomicfile.Write(filepath.Join(dir, "comparisons.csv"), []byte(r.comparisonsCSV(compared))); err != nil {
+			return err
+		}
+	}
+	figures, err := r.plot(dir, gains, compared)
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(dir, "report.md"), []byte(r.markdown(gains, figures)))
+	return atomicfile.Write(filepath.Join(dir, "report.md"), []byte(r.markdown(gains, compared, figures)))
 }
 
-// gains are the gains of r's points, in their order.
-func (r *MapReport) gains() ([]Gain, error) {
+// gains are the gains of r's points over the fastest other, in their order.
+func (r *MapReport) gains() ([]Gain, error) { return r.gainsAgainst(nil) }
+
+// gainsAgainst are the gains of r's points over the fastest of against (see GainAgainst).
+func (r *MapReport) gainsAgainst(against []string) ([]Gain, error) {
 	out := make([]Gain, len(r.Points))
 	for i, p := range r.Points {
-		g, err := p.Gain()
+		g, err := p.GainAgainst(against)
 		if err != nil {
 			return nil, err
 		}
@@ -154,6 +195,18 @@ func (r *MapReport) gainsCSV(gains []Gain) string {
 	for i, g := range gains {
 		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", g.Model, csvField(r.Points[i].Setting), num(g.X), num(g.Y),
 			num(g.SSFusionMS), g.Best, num(g.BestMS), num(g.OverBest), num(g.DenseMS), num(g.OverDense), g.Fastest, r.Verdict(g.OverBest))
+	}
+	return b.String()
+}
+
+func (r *MapReport) comparisonsCSV(compared [][]Gain) string {
+	var b strings.Builder
+	b.WriteString("comparison,against,model,setting,x,y,ssfusion_ms,best,best_ms,gain,verdict\n")
+	for i, c := range r.Comparisons {
+		for j, g := range compared[i] {
+			fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csvField(c.Name), csvField(strings.Join(c.Against, " ")), g.Model,
+				csvField(r.Points[j].Setting), num(g.X), num(g.Y), num(g.SSFusionMS), g.Best, num(g.BestMS), num(g.OverBest), r.Verdict(g.OverBest))
+		}
 	}
 	return b.String()
 }
@@ -223,7 +276,7 @@ func markLabel(i int, points []MapPoint) string {
 	return string(rune('A' + n))
 }
 
-func (r *MapReport) plot(dir string, gains []Gain) (map[string][]string, error) {
+func (r *MapReport) plot(dir string, gains []Gain, compared [][]Gain) (map[string][]string, error) {
 	figures := map[string][]string{}
 	for _, model := range r.models() {
 		slug := slugify(model)
@@ -249,6 +302,15 @@ func (r *MapReport) plot(dir string, gains []Gain) (map[string][]string, error) 
 		if err := plots.RegionMap(filepath.Join(dir, files[1]), model+": the fastest pipeline", fastest, names, r.marks(model)); err != nil {
 			return nil, err
 		}
+		for i, c := range r.Comparisons {
+			file := fmt.Sprintf("%s-gain-%s.png", slug, slugify(c.Name))
+			title := fmt.Sprintf("%s: SSFusion's gain over %s", model, c.Name)
+			g := r.grid(model, compared[i], func(g Gain) float64 { return g.OverBest })
+			if err := plots.GainMap(filepath.Join(dir, file), title, g, r.ModelError, r.marks(model)); err != nil {
+				return nil, err
+			}
+			files = append(files, file)
+		}
 		figures[model] = files
 	}
 	return figures, nil
@@ -266,7 +328,7 @@ func (r *MapReport) pipelineNames() []string {
 	return out
 }
 
-func (r *MapReport) markdown(gains []Gain, figures map[string][]string) string {
+func (r *MapReport) markdown(gains []Gain, compared [][]Gain, figures map[string][]string) string {
 	var b strings.Builder
 	b.WriteString("# Where SSFusion wins: a map\n\n")
 	fmt.Fprintf(&b, "SSFusion's predicted throughput gain over the fastest of the other pipelines but dense, ")
@@ -290,6 +352,10 @@ func (r *MapReport) markdown(gains []Gain, figures map[string][]string) string {
 		}
 		b.WriteString("\n")
 		b.WriteString(r.Summary(model, gains) + "\n\n")
+		for i, c := range r.Comparisons {
+			fmt.Fprintf(&b, "Against %s (the faster of %s): %s %s\n\n", c.Name, strings.Join(c.Against, ", "),
+				r.Summary(model, compared[i]), r.namedGains(model, compared[i]))
+		}
 		r.gainTable(&b, model, gains)
 		r.namedTable(&b, model, gains)
 	}
@@ -422,6 +488,21 @@ func (r *MapReport) namedTable(b *strings.Builder, model string, gains []Gain) {
 	if !first {
 		b.WriteString("\n")
 	}
+}
+
+// namedGains writes the gain at each named setting, as "At the named settings: A -8%
+// (powersgd), ...".
+func (r *MapReport) namedGains(model string, gains []Gain) string {
+	var parts []string
+	for i, p := range r.Points {
+		if p.Model == model && p.Setting != "" {
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", markLabel(i, r.Points), r.gainCell(gains[i].OverBest), gains[i].Best))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "At the named settings: " + strings.Join(parts, ", ") + "."
 }
 
 // sources lists where each named setting's constants come from.

@@ -224,8 +224,13 @@ type Gain struct {
 	Fastest   string // of every pipeline, SSFusion and dense included
 }
 
-// Gain returns p's gain. It fails when SSFusion or every other pipeline is missing.
-func (p MapPoint) Gain() (Gain, error) {
+// Gain returns p's gain over the fastest of every other pipeline but dense. It fails when
+// SSFusion or every other pipeline is missing.
+func (p MapPoint) Gain() (Gain, error) { return p.GainAgainst(nil) }
+
+// GainAgainst is Gain over the fastest of against; nil means every pipeline but SSFusion
+// and dense.
+func (p MapPoint) GainAgainst(against []string) (Gain, error) {
 	g := Gain{Model: p.Model, X: p.X, Y: p.Y, OverDense: math.NaN(), DenseMS: math.NaN()}
 	fastest := math.Inf(1)
 	for _, q := range p.Pipelines {
@@ -238,18 +243,26 @@ func (p MapPoint) Gain() (Gain, error) {
 			g.SSFusionMS = ms
 		case mapDense:
 			g.DenseMS = ms
-		default:
-			if g.Best == "" || ms < g.BestMS {
-				g.Best, g.BestMS = q.Pipeline, ms
-			}
+		}
+		if compared(q.Pipeline, against) && (g.Best == "" || ms < g.BestMS) {
+			g.Best, g.BestMS = q.Pipeline, ms
 		}
 	}
 	if !(g.SSFusionMS > 0) || g.Best == "" {
-		return Gain{}, fmt.Errorf("point %s at %g, %g: a gain needs %s and another pipeline besides dense", p.Model, p.X, p.Y, mapSubject)
+		return Gain{}, fmt.Errorf("point %s at %g, %g: a gain needs %s and a pipeline to compare it with", p.Model, p.X, p.Y, mapSubject)
 	}
 	g.OverBest = g.BestMS/g.SSFusionMS - 1
 	if g.DenseMS > 0 {
 		g.OverDense = g.DenseMS/g.SSFusionMS - 1
 	}
 	return g, nil
+}
+
+// compared reports whether a gain against the pipelines against (nil: every one but
+// SSFusion and dense) compares SSFusion with pipeline name.
+func compared(name string, against []string) bool {
+	if against == nil {
+		return name != mapSubject && name != mapDense
+	}
+	return slices.Contains(against, name)
 }

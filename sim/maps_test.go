@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -269,7 +270,7 @@ func TestWithTopKScalesEveryKind(t *testing.T) {
 	}
 }
 
-func near(a, b float64) bool { return a-b < 1e-9*b && b-a < 1e-9*b }
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Abs(b) }
 
 // TestMapSummarySaysWhereEachVerdictHolds: the words under a map name the axis ranges of
 // its wins, ties within the model error and losses, and count the fastest pipelines.
@@ -314,5 +315,41 @@ func TestMapStopsWhenCancelled(t *testing.T) {
 	}
 	if len(saved) != 1 || len(saved[0]) != 1 {
 		t.Errorf("saved %d times, want once, with the first point", len(saved))
+	}
+}
+
+// TestGainAgainstComparesOnlyItsPipelines: a gain against named pipelines ignores the
+// faster ones it does not name; with none named it takes every one but dense.
+func TestGainAgainstComparesOnlyItsPipelines(t *testing.T) {
+	p := MapPoint{Model: "m", Pipelines: []Point{
+		{Pipeline: "dense", Result: Result{IterationMS: 300}},
+		{Pipeline: "ssfusion", Result: Result{IterationMS: 100}},
+		{Pipeline: "pertensor", Result: Result{IterationMS: 150}},
+		{Pipeline: "oktopk", Result: Result{IterationMS: 80}},
+	}}
+	for _, tc := range []struct {
+		against []string
+		best    string
+		gain    float64
+	}{
+		{nil, "oktopk", -0.2},
+		{[]string{"pertensor"}, "pertensor", 0.5},
+		{[]string{"pertensor", "dense"}, "pertensor", 0.5},
+	} {
+		g, err := p.GainAgainst(tc.against)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Best != tc.best || !near(g.OverBest, tc.gain) || !near(g.OverDense, 2) || g.Fastest != "oktopk" {
+			t.Errorf("against %v: %+v, want %s at %+.2f, +2 over dense, oktopk fastest", tc.against, g, tc.best, tc.gain)
+		}
+	}
+	if _, err := p.GainAgainst([]string{"cupcake"}); err == nil {
+		t.Error("a gain against a pipeline the point lacks was given")
+	}
+	for _, bad := range []string{"x", "=pertensor", "x=", "x=ssfusion,pertensor"} {
+		if _, err := ParseComparison(bad); err == nil {
+			t.Errorf("ParseComparison(%q) took it", bad)
+		}
 	}
 }
