@@ -358,6 +358,7 @@ func (r *MapReport) markdown(gains []Gain, compared [][]Gain, figures map[string
 		}
 		r.gainTable(&b, model, gains)
 		r.namedTable(&b, model, gains)
+		r.namedSelection(&b, model)
 	}
 	r.sources(&b)
 	fmt.Fprintf(&b, "\nCost: %d points, %s of simulation in all (wall clock, summed over the runs that made them).\n",
@@ -484,6 +485,40 @@ func (r *MapReport) namedTable(b *strings.Builder, model string, gains []Gain) {
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %.3gns | %s (%s) | %s | %s |\n", markLabel(i, r.Points), p.Setting, c.Workers,
 			FormatBandwidth(c.BitsPerSecond), formatNS(float64(c.Latency)), formatNS(c.SelectCallNS), c.SelectElementNS,
 			r.gainCell(g.OverBest), g.Best, r.gainCell(g.OverDense), r.Verdict(g.OverBest))
+	}
+	if !first {
+		b.WriteString("\n")
+	}
+}
+
+// namedSelection writes each pipeline's selection a step at each named setting: the part
+// on the backward path, and all of it.
+func (r *MapReport) namedSelection(b *strings.Builder, model string) {
+	names := r.pipelineNames()
+	first := true
+	for i, p := range r.Points {
+		if p.Model != model || p.Setting == "" {
+			continue
+		}
+		if first {
+			b.WriteString("Selection a step at the named settings, ms on the backward path / in all:\n\n| |")
+			for _, n := range names {
+				fmt.Fprintf(b, " %s |", n)
+			}
+			b.WriteString("\n|---|" + strings.Repeat("---|", len(names)) + "\n")
+			first = false
+		}
+		fmt.Fprintf(b, "| %s |", markLabel(i, r.Points))
+		for _, n := range names {
+			j := slices.IndexFunc(p.Pipelines, func(q Point) bool { return q.Pipeline == n })
+			if j < 0 {
+				b.WriteString(" - |")
+				continue
+			}
+			q := p.Pipelines[j]
+			fmt.Fprintf(b, " %.2f / %.2f |", q.SelectionMS, q.SelectionTotalMS)
+		}
+		b.WriteString("\n")
 	}
 	if !first {
 		b.WriteString("\n")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -351,5 +352,51 @@ func TestGainAgainstComparesOnlyItsPipelines(t *testing.T) {
 		if _, err := ParseComparison(bad); err == nil {
 			t.Errorf("ParseComparison(%q) took it", bad)
 		}
+	}
+}
+
+// TestMapReportWritesItsFiles: a map's folder gets its data, its figures and a report
+// that says where SSFusion wins, per comparison, with the named settings' gains and
+// selection times.
+func TestMapReportWritesItsFiles(t *testing.T) {
+	c := tinyMapConfig(t, "dense", "pertensor", "multitensor", "ssfusion")
+	m, err := c.Map(mustAxis(t, "select-call=1us,1ms"), mustAxis(t, "bandwidth=100Mbit,10Gbit"), NamedSettings()[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := m.Run(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := &MapReport{Command: "go run . simulate --vary ...", X: m.X, Y: m.Y, ModelError: 0.05, Points: points,
+		Comparisons: []Comparison{{Name: "per-tensor", Against: []string{"pertensor"}}}}
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{MapFile, "points.csv", "gains.csv", "comparisons.csv", "report.md", "tiny-gain.png", "tiny-fastest.png", "tiny-gain-per-tensor.png"} {
+		if info, err := os.Stat(filepath.Join(dir, f)); err != nil || info.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Of 4 points, SSFusion ", "Against per-tensor (the faster of pertensor): Of 4 points",
+		"At the named settings: A ", "| A | SSFusion testbed", "Selection a step at the named settings", "Cost: 5 points"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	back, err := LoadMapReport(dir)
+	if err != nil || back == nil || len(back.Points) != len(points) {
+		t.Fatalf("reading the map back: %v", err)
+	}
+	if err := back.Continues(r.Setting, r.X, r.Y); err != nil {
+		t.Errorf("the map read back does not continue itself: %v", err)
+	}
+	if err := back.Continues(r.Setting, r.Y, r.X); err == nil {
+		t.Error("a map with its axes swapped would go on from it")
 	}
 }
