@@ -37,7 +37,7 @@ func runMap(cmd *cobra.Command, f *simulateFlags) error {
 		done = old.Points
 		fmt.Fprintf(cmd.ErrOrStderr(), "simulate: going on from %d points in %s\n", len(done), filepath.Join(f.out, sim.MapFile))
 	}
-	left, n := m.Size()-len(done), 0
+	left, n := m.Missing(done), 0
 	bar := progress.NewJobBar(os.Stderr, left, "map point")
 	m.Progress = func(_, _ int, point string) { n++; bar.Progress(n, left, point) }
 	points, err := m.Run(cmd.Context(), done, func(so []sim.MapPoint) error {

@@ -87,8 +87,19 @@ func (m *Map) Check() error {
 	return nil
 }
 
-// Size is the number of points: profiles times the grid's cells.
+// Size is the number of points: profiles times the grid's cells, and the named settings.
 func (m *Map) Size() int { return len(m.points()) }
+
+// Missing is the number of m's points that done lacks: what Run will simulate.
+func (m *Map) Missing(done []MapPoint) int {
+	n := 0
+	for _, p := range m.points() {
+		if !slices.ContainsFunc(done, p.same) {
+			n++
+		}
+	}
+	return n
+}
 
 // points are the map's points without predictions, in the order Run fills them: profile,
 // then Y, then X.
@@ -158,7 +169,7 @@ func (m *Map) Run(ctx context.Context, done []MapPoint, save func([]MapPoint) er
 	}
 	all := m.points()
 	for i, p := range all {
-		if j := slices.IndexFunc(done, func(q MapPoint) bool { return q.same(p) }); j >= 0 {
+		if j := slices.IndexFunc(done, p.same); j >= 0 {
 			all[i] = done[j]
 			continue
 		}

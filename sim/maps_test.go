@@ -159,6 +159,9 @@ func TestMapGoesOnFromSavedPoints(t *testing.T) {
 	if !reflect.DeepEqual(saves, []int{1, 2, 3}) {
 		t.Errorf("saved %v points, want 1, 2, 3", saves)
 	}
+	if got := m.Missing(all[:2]); got != 1 {
+		t.Errorf("%d points missing from 2 of 3, want 1", got)
+	}
 	simulated := 0
 	m.Progress = func(int, int, string) { simulated++ }
 	again, err := m.Run(context.Background(), all[:2], nil)
