@@ -354,7 +354,7 @@ func (r *MapReport) markdown(gains []Gain, compared [][]Gain, figures map[string
 		b.WriteString(r.Summary(model, gains) + "\n\n")
 		for i, c := range r.Comparisons {
 			fmt.Fprintf(&b, "Against %s (the faster of %s): %s %s\n\n", c.Name, strings.Join(c.Against, ", "),
-				r.Summary(model, compared[i]), r.namedGains(model, compared[i]))
+				r.verdicts(model, compared[i]), r.namedGains(model, compared[i]))
 		}
 		r.gainTable(&b, model, gains)
 		r.namedTable(&b, model, gains)
@@ -379,8 +379,35 @@ func (r *MapReport) seconds() float64 {
 // loses against the fastest other, each as the ranges of the axes its points span, and
 // which pipeline is fastest how often.
 func (r *MapReport) Summary(model string, gains []Gain) string {
+	return r.verdicts(model, gains) + " Fastest of all: " + r.fastest(model, gains) + "."
+}
+
+// fastest counts how often each pipeline is the fastest of all on model's grid, most often
+// first: "powersgd at 12, oktopk at 7".
+func (r *MapReport) fastest(model string, gains []Gain) string {
+	count := map[string]int{}
+	for i, p := range r.Points {
+		if p.Model == model && p.Setting == "" {
+			count[gains[i].Fastest]++
+		}
+	}
+	names := slices.SortedFunc(maps.Keys(count), func(a, b string) int {
+		if d := count[b] - count[a]; d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s at %d", name, count[name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// verdicts says over which ranges of the axes SSFusion wins, ties and loses on model's
+// grid: "Of 30 points, SSFusion wins at none; ...".
+func (r *MapReport) verdicts(model string, gains []Gain) string {
 	classes := map[string][]MapPoint{}
-	fastest := map[string]int{}
 	n := 0
 	for i, p := range r.Points {
 		if p.Model != model || p.Setting != "" {
@@ -389,7 +416,6 @@ func (r *MapReport) Summary(model string, gains []Gain) string {
 		n++
 		v := r.Verdict(gains[i].OverBest)
 		classes[v] = append(classes[v], p)
-		fastest[gains[i].Fastest]++
 	}
 	var parts []string
 	for _, v := range []string{"wins", "within model error", "loses"} {
@@ -400,12 +426,7 @@ func (r *MapReport) Summary(model string, gains []Gain) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s at %d (%s)", v, len(ps), r.span(ps)))
 	}
-	names := slices.SortedFunc(maps.Keys(fastest), func(a, b string) int { return fastest[b] - fastest[a] })
-	var fast []string
-	for _, name := range names {
-		fast = append(fast, fmt.Sprintf("%s at %d", name, fastest[name]))
-	}
-	return fmt.Sprintf("Of %d points, SSFusion %s. Fastest of all: %s.", n, strings.Join(parts, "; "), strings.Join(fast, ", "))
+	return fmt.Sprintf("Of %d points, SSFusion %s.", n, strings.Join(parts, "; "))
 }
 
 // span is the ranges of the axes that points cover, as "bandwidth 1Gbit-11Gbit, select-call
