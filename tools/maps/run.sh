@@ -22,11 +22,11 @@ declare -A maps=(
 	[resnet50-element-call]="--profile resnet50 --vary select-call=100ns..200us/5 --vary select-element=0.01ns..3ns/5"
 	[resnet50-latency-bandwidth]="--profile resnet50 --vary latency=1us..1ms/5 --vary bandwidth=1Gbit..400Gbit/6"
 	[resnet50-workers-bandwidth]="--profile resnet50 --vary workers=8..256/6 --vary bandwidth=1Gbit..400Gbit/6"
-	# A point of BERT-base or VGG-16 (110 and 138 million parameters) takes minutes: a
-	# coarser grid and 12 steps, the last 4 averaged (Cupcake's search on BERT-base is then
-	# a few per cent from where it settles; on VGG-16 it has settled).
+	# A point of BERT-base or VGG-16 (110 and 138 million parameters) takes minutes: coarser
+	# grids and fewer steps, the last 4 averaged (Cupcake's search on BERT-base is then a few
+	# per cent from where it settles; on VGG-16 it settles within 4 steps).
 	[bert-base-call-bandwidth]="--profile bert-base --vary select-call=1us..200us/4 --vary bandwidth=1Gbit..400Gbit/5 --steps 12 --warmup 8"
-	[vgg16-call-bandwidth]="--profile vgg16 --vary select-call=1us..200us/4 --vary bandwidth=1Gbit..400Gbit/5 --steps 12 --warmup 8"
+	[vgg16-call-bandwidth]="--profile vgg16 --vary select-call=1us..200us/3 --vary bandwidth=1Gbit..400Gbit/4 --steps 10 --warmup 6"
 )
 order=(resnet50-call-bandwidth resnet50-element-call resnet50-latency-bandwidth resnet50-workers-bandwidth
 	bert-base-call-bandwidth vgg16-call-bandwidth)
