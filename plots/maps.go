@@ -64,7 +64,7 @@ func (g Grid) check() error {
 }
 
 // GainMap draws g's values (fractions: 0.25 is +25%) as a heat map, blue below zero and
-// red above, each cell labelled with its value in percent, with a black contour at zero,
+// red above (full colour at the largest value, or at twice band if that is larger), each cell labelled with its value in percent, with a black contour at zero,
 // dashed ones at ±band (the error inside which a value is no verdict; 0 for none), and
 // marks.
 func GainMap(path, title string, g Grid, band float64, marks []Mark) error {
@@ -84,7 +84,8 @@ func GainMap(path, title string, g Grid, band float64, marks []Mark) error {
 				}
 			}
 		}
-		limit = math.Max(limit, 0.01)
+		// Values inside the band are no verdict: they stay pale.
+		limit = math.Max(limit, math.Max(2*band, 0.01))
 		h := plotter.NewHeatMap(gridXYZ{g}, diverging(21))
 		h.Min, h.Max = -limit, limit
 		h.NaN = color.Gray{0xCC}
