@@ -60,6 +60,14 @@ SAFusion's code; other bandwidths take beta = 8/bandwidth and alpha = --latency 
 node. SSFusion and SAFusion plan with the simulated network itself (--allreduce and
 --gpus-per-node included), not with train's --cost-alpha and --cost-beta.
 
+--vary makes a map instead: every pipeline at every point of a grid over one or two hardware
+constants (workers, bandwidth, latency, select-call, select-element), the rest held at the
+flags' values, with SSFusion's gain over the others at each point, the fastest pipeline, and
+named clusters whose constants have a source; --compare adds gains over named sets of
+pipelines. A map keeps its points in --out/map.json and goes on from them when run again.
+--selection-costs builds the gpu selection model from figures measured on your GPU
+(tools/gpu-selection/measure.py). --validate-only checks the simulator and does nothing else.
+
 Unless --validate=false, the simulator first checks itself against runs measured on this
 machine (experiments/validation.yaml: every pipeline at 2 and 4 workers over emulated links,
 trained once and kept in --out/validation), and the report opens with the table of predicted
