@@ -64,7 +64,8 @@ node. SSFusion and SAFusion plan with the simulated network itself (--allreduce 
 constants (workers, bandwidth, latency, select-call, select-element), the rest held at the
 flags' values, with SSFusion's gain over the others at each point, the fastest pipeline, and
 named clusters whose constants have a source; --compare adds gains over named sets of
-pipelines. A map keeps its points in --out/map.json and goes on from them when run again.
+pipelines. A map keeps its points in --out/map.json and goes on from them when run again; it
+runs no validation, and --model-error stands for the simulator's error instead.
 --selection-costs builds the gpu selection model from figures measured on your GPU
 (tools/gpu-selection/measure.py). --validate-only checks the simulator and does nothing else.
 
@@ -132,6 +133,13 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	// Until the work starts, what fails is the command line: usage errors.
 	f.sweep.LeftOut = func(err error) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "simulate: leaving out %v (name it in --pipelines to make this an error)\n", err)
+	}
+	if len(f.vary) == 0 {
+		for _, name := range []string{"compare", "model-error", "named"} {
+			if cmd.Flags().Changed(name) {
+				return usage(fmt.Errorf("--%s shapes a map: it goes with --vary", name))
+			}
+		}
 	}
 	if f.validateOnly && (!f.validate || len(f.vary) > 0) {
 		return usage(fmt.Errorf("--validate-only checks the simulator and simulates nothing else: it goes with neither --validate=false nor --vary"))

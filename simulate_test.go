@@ -101,6 +101,16 @@ func TestSimulateRejectsBadFlags(t *testing.T) {
 		{[]string{"--select-rule", "largest"}, "largest"},
 		{[]string{"--select-rule", "rank", "--profile", "resnet50," + old}, "profile old: pipeline ssfusion: ssfusion: the rank rule needs every tensor's dimensions, and tensor w has none"},
 		{[]string{"--pipelines", "exdyna,oktopk", "--selector", "randomk"}, "--selector: none of the pipelines simulated (exdyna, oktopk) reads it"},
+		{[]string{"--compare", "x=dense"}, "--compare shapes a map"},
+		{[]string{"--model-error", "0.1"}, "--model-error shapes a map"},
+		{[]string{"--vary", "speed=1,2"}, `--vary "speed=1,2"`},
+		{[]string{"--vary", "bandwidth=1Gbit,2Gbit"}, "--workers: a map takes one worker count"},
+		{[]string{"--vary", "bandwidth=1Gbit,2Gbit", "--workers", "8", "--pipelines", "dense,pertensor"}, "must name it"},
+		{[]string{"--vary", "bandwidth=1Gbit,2Gbit", "--vary", "latency=1us,2us", "--vary", "workers=2,4"}, "one or two"},
+		{[]string{"--vary", "bandwidth=1Gbit,2Gbit", "--workers", "8", "--compare", "x=cupcake", "--pipelines", "dense,ssfusion"}, "cupcake is not among"},
+		{[]string{"--vary", "bandwidth=1Gbit,2Gbit", "--model-error", "-1"}, "--model-error"},
+		{[]string{"--selection-costs", filepath.Join(out, "nope.json")}, "nope.json"},
+		{[]string{"--selection-costs", old}, "selection costs"},
 	} {
 		err := runSimulateArgs(t, append(tc.args, "--validate=false", "--out", out)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
