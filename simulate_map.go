@@ -37,9 +37,8 @@ func runMap(cmd *cobra.Command, f *simulateFlags) error {
 		done = old.Points
 		fmt.Fprintf(cmd.ErrOrStderr(), "simulate: going on from %d points in %s\n", len(done), filepath.Join(f.out, sim.MapFile))
 	}
-	left, n := m.Missing(done), 0
-	bar := progress.NewJobBar(os.Stderr, left, "map point")
-	m.Progress = func(_, _ int, point string) { n++; bar.Progress(n, left, point) }
+	bar := progress.NewJobBar(os.Stderr, m.Missing(done), "map point")
+	m.Progress = bar.Progress
 	points, err := m.Run(cmd.Context(), done, func(so []sim.MapPoint) error {
 		report.Points = so
 		return report.Save(f.out)

@@ -77,9 +77,12 @@ func ParseAxis(s string) (Axis, error) {
 		if err != nil || count < 2 {
 			return Axis{}, fmt.Errorf("%s: range %q needs /N, N at least 2, after its ends (such as 1Gbit..100Gbit/5)", name, spec)
 		}
-		from, err1 := kind.parse(lo)
-		to, err2 := kind.parse(hi)
-		if err := cmpErr(err1, err2); err != nil {
+		from, err := kind.parse(lo)
+		to := from
+		if err == nil {
+			to, err = kind.parse(hi)
+		}
+		if err != nil {
 			return Axis{}, fmt.Errorf("%s: %w", name, err)
 		}
 		if !(to > from) {
@@ -106,13 +109,6 @@ func ParseAxis(s string) (Axis, error) {
 		return Axis{}, fmt.Errorf("%s: a map needs at least two values, got %q", name, spec)
 	}
 	return Axis{Name: name, Values: values}, nil
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // logSpaced returns n values from lo to hi, evenly spaced on a log scale.

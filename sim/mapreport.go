@@ -504,7 +504,7 @@ func (r *MapReport) namedTable(b *strings.Builder, model string, gains []Gain) {
 		}
 		c, g := p.Constants, gains[i]
 		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %.3gns | %s (%s) | %s | %s |\n", markLabel(i, r.Points), p.Setting, c.Workers,
-			FormatBandwidth(c.BitsPerSecond), formatNS(float64(c.Latency)), formatNS(c.SelectCallNS), c.SelectElementNS,
+			FormatBandwidth(c.BitsPerSecond), FormatDuration(c.Latency), formatNS(c.SelectCallNS), c.SelectElementNS,
 			r.gainCell(g.OverBest), g.Best, r.gainCell(g.OverDense), r.Verdict(g.OverBest))
 	}
 	if !first {

@@ -37,7 +37,8 @@ type Map struct {
 	// Named are settings simulated besides the grid, each at its own constants and with
 	// its own selection model's shape (see NamedSetting).
 	Named []NamedSetting
-	// Progress, if set, is told after each point of the grid; calls do not overlap.
+	// Progress, if set, is told after each point Run simulates, with how many it has
+	// simulated of the Missing ones; calls do not overlap.
 	Progress func(done, total int, point string)
 }
 
@@ -160,14 +161,15 @@ func (m *Map) selectionAt(p MapPoint) SelectionModel {
 }
 
 // Run simulates every point that done lacks and returns all of them in order. done holds
-// points of an earlier, interrupted run of the same map, found by model and axis values;
+// points of an earlier, interrupted run of the same map, found by model, named setting and
+// constants (MapPoint.same);
 // save, if set, is given every point so far after each new one, so that an interruption
 // loses at most the point under way. Cancelling ctx stops the running jobs.
 func (m *Map) Run(ctx context.Context, done []MapPoint, save func([]MapPoint) error) ([]MapPoint, error) {
 	if err := m.Check(); err != nil {
 		return nil, err
 	}
-	all := m.points()
+	all, simulated, missing := m.points(), 0, m.Missing(done)
 	for i, p := range all {
 		if j := slices.IndexFunc(done, p.same); j >= 0 {
 			all[i] = done[j]
@@ -184,8 +186,9 @@ func (m *Map) Run(ctx context.Context, done []MapPoint, save func([]MapPoint) er
 				return nil, err
 			}
 		}
+		simulated++
 		if m.Progress != nil {
-			m.Progress(i+1, len(all), m.describe(p))
+			m.Progress(simulated, missing, m.describe(p))
 		}
 	}
 	return all, nil
@@ -224,8 +227,8 @@ type Gain struct {
 	Model      string
 	X, Y       float64
 	SSFusionMS float64
-	// Best is the fastest pipeline other than SSFusion and dense, and OverBest SSFusion's
-	// throughput gain over it: BestMS / SSFusionMS - 1.
+	// Best is the fastest of the pipelines compared (by default every one but SSFusion and
+	// dense), and OverBest SSFusion's throughput gain over it: BestMS / SSFusionMS - 1.
 	Best     string
 	BestMS   float64
 	OverBest float64

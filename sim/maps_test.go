@@ -163,7 +163,12 @@ func TestMapGoesOnFromSavedPoints(t *testing.T) {
 		t.Errorf("%d points missing from 2 of 3, want 1", got)
 	}
 	simulated := 0
-	m.Progress = func(int, int, string) { simulated++ }
+	m.Progress = func(done, total int, _ string) {
+		simulated++
+		if done != simulated || total != 1 {
+			t.Errorf("progress %d of %d, want %d of the 1 point missing", done, total, simulated)
+		}
+	}
 	again, err := m.Run(context.Background(), all[:2], nil)
 	if err != nil {
 		t.Fatal(err)

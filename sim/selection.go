@@ -72,16 +72,23 @@ func (m SelectionModel) Scaled(speed float64) SelectionModel {
 	if !(speed > 0) || math.IsInf(speed, 0) {
 		panic(fmt.Sprintf("sim: selection model scaled by %v, want a positive finite speed", speed))
 	}
-	// New maps: the caller's model must not change under it.
+	slower := func(ns float64) float64 { return ns / speed }
+	return m.rescaled(slower, slower)
+}
+
+// rescaled returns the model with every per-call cost (Steps' included) put through call
+// and every per-element cost through element, in new maps: the caller's model must not
+// change under it.
+func (m SelectionModel) rescaled(call, element func(float64) float64) SelectionModel {
 	kinds := make(map[string]Linear, len(m.Kinds))
 	for k, l := range m.Kinds {
-		kinds[k] = Linear{PerCallNS: l.PerCallNS / speed, PerElementNS: l.PerElementNS / speed}
+		kinds[k] = Linear{PerCallNS: call(l.PerCallNS), PerElementNS: element(l.PerElementNS)}
 	}
 	var steps map[string]Step
 	if m.Steps != nil {
 		steps = make(map[string]Step, len(m.Steps))
 		for k, s := range m.Steps {
-			steps[k] = Step{From: s.From, ExtraNS: s.ExtraNS / speed}
+			steps[k] = Step{From: s.From, ExtraNS: call(s.ExtraNS)}
 		}
 	}
 	return SelectionModel{Kinds: kinds, Steps: steps}
@@ -300,16 +307,5 @@ func (m SelectionModel) WithTopK(callNS, elementNS float64) SelectionModel {
 			panic(fmt.Sprintf("sim: top-k line %+v rescaled to %g ns a call and %g ns an element", top, callNS, elementNS))
 		}
 	}
-	kinds := make(map[string]Linear, len(m.Kinds))
-	for k, l := range m.Kinds {
-		kinds[k] = Linear{PerCallNS: l.PerCallNS * call, PerElementNS: l.PerElementNS * element}
-	}
-	var steps map[string]Step
-	if m.Steps != nil {
-		steps = make(map[string]Step, len(m.Steps))
-		for k, s := range m.Steps {
-			steps[k] = Step{From: s.From, ExtraNS: s.ExtraNS * call}
-		}
-	}
-	return SelectionModel{Kinds: kinds, Steps: steps}
+	return m.rescaled(func(ns float64) float64 { return ns * call }, func(ns float64) float64 { return ns * element })
 }
