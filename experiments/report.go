@@ -29,6 +29,9 @@ func WriteReport(spec *Spec, cells []Cell, dir string) error {
 	if err := trainer.WriteFileAtomic(filepath.Join(dir, "report.md"), []byte(render(spec, results))); err != nil {
 		return err
 	}
+	if err := writeComparisonFiles(spec, results, dir); err != nil {
+		return err
+	}
 	forPlots := plotCells(results)
 	if len(forPlots) == 0 && seeded(results) {
 		return nil // no seed has finished: nothing the plots would pool yet
@@ -103,6 +106,9 @@ func render(spec *Spec, results []result) string {
 	if len(spec.Env) > 0 {
 		fmt.Fprintf(&b, "Environment overrides applied to every cell: %s.\n\n", envText(spec.Env))
 	}
+	if line := revisionsLine(results); line != "" {
+		b.WriteString(line + "\n\n")
+	}
 	if !seeded(results) {
 		writeRegime(&b, results)
 		writeQualityTable(&b, "## Accuracy", spec, results)
@@ -121,6 +127,10 @@ func render(spec *Spec, results []result) string {
 	}
 	writeRegime(&b, means)
 	writeGroupQualityTable(&b, spec, groups)
+	if spec.Compare != nil {
+		rows := comparisons(spec, groups)
+		writeComparison(&b, spec, rows, tradeoffFigures(spec, groups, rows), groups[0].all[0].cell.Config.IsLanguageModel())
+	}
 	writeGroupSpeedTable(&b, groups)
 	b.WriteString(plotsSection)
 	b.WriteString("\n## Per seed\n\n")
@@ -161,6 +171,42 @@ func writeProvenance(b *strings.Builder, results []result) {
 		fmt.Fprintf(b, "- %d %s: %s\n", cells[o], noun, o)
 	}
 	fmt.Fprintf(b, "\nCost: %s (each cell's training wall-clock, summed).\n", cost)
+}
+
+// revisionsLine says which source revision produced the cells' results: one, or, when
+// cells were kept from earlier builds, each with its count of cells, so that a report
+// mixing revisions says so at its top. "" when no cell has results.
+func revisionsLine(results []result) string {
+	var order []string
+	count := map[string]int{}
+	for _, r := range results {
+		if r.sum == nil {
+			continue
+		}
+		rev := "unrecorded"
+		if r.sum.Provenance.GoVersion != "" {
+			rev = r.sum.Provenance.RevisionText()
+		}
+		if count[rev] == 0 {
+			order = append(order, rev)
+		}
+		count[rev]++
+	}
+	switch len(order) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("Every cell ran at revision %s.", order[0])
+	}
+	parts := make([]string, len(order))
+	for i, rev := range order {
+		noun := "cells"
+		if count[rev] == 1 {
+			noun = "cell"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s)", rev, count[rev], noun)
+	}
+	return fmt.Sprintf("**Mixed revisions**: the cells ran at %d revisions: %s. The provenance at the end gives each build.", len(order), strings.Join(parts, ", "))
 }
 
 // originText describes the build and machine of p in a line.

@@ -65,6 +65,7 @@ func TestReport(t *testing.T) {
 	md := string(raw)
 	for _, want := range []string{
 		"# cmp", "two pipelines",
+		"**Mixed revisions**: the cells ran at 2 revisions: abc123 (modified) (1 cell), unrecorded (1 cell).",
 		"- dense (2 workers, link 10Mbit): communication 900 ms, computation 587 ms per step: ratio 1.53",
 		"| pipeline-dense | 300 | 98.88% | 98.88% | 0.0375 | 40 s |",
 		"| pipeline-multitensor (stopped at step 120) | 120 | 50.00% | 60.00% | - | not reached |",

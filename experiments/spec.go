@@ -43,7 +43,26 @@
 //	exclude:
 //	  - {recipe: dgc, pipeline: dense}
 //
+// An entry may give an axis a list of values, and then matches a cell that has any of them:
+//
+//	exclude:
+//	  - {density: [matched-0.01, matched-0.05], pipeline: [dense, ssfusion]}
+//
 // An axis the matrix lacks, a value its axis lacks, and leaving out every cell are errors.
+//
+// # Comparisons
+//
+// Compare names the pipeline every other seed group is tested against and the margin
+// within which its accuracy counts as equal; the report then gives each group's mean with
+// a 95% confidence interval, its difference from the reference's, a test of that
+// difference and an equivalence verdict:
+//
+//	compare: {reference: dense, margin: 0.5}
+//
+// The margin is in accuracy points (perplexity for a language model). Each group is set
+// against the reference group that agrees with it on every axis along which the reference
+// pipeline's own groups vary, so a reference swept over fewer axes (dense has no density)
+// serves every group of its setting.
 //
 // # Seeds
 //
@@ -79,9 +98,12 @@ type Spec struct {
 	Base   map[string]any
 	Matrix []Axis // in the order of the file
 	// Exclude lists combinations the matrix leaves out: a cell whose values match every
-	// entry of one of them (axis key to value, a bundle by its name, each as it reads in
-	// folder names) is not part of the experiment.
-	Exclude []map[string]string
+	// entry of one of them (axis key to values, a bundle by its name, each as it reads in
+	// folder names; a cell matches an entry holding any of its value) is not part of the
+	// experiment.
+	Exclude []map[string][]string
+	// Compare, when set, is the test of every seed group against a reference group.
+	Compare *Compare
 	// Env holds config keys set by the environment (SSF_* variables, see EnvOverrides),
 	// which override the base and the matrix in every cell, as they would override the
 	// flags of train.
@@ -202,8 +224,10 @@ func Parse(data []byte) (*Spec, error) {
 			s.Matrix, err = parseMatrix(val)
 		case "exclude":
 			exclude = val
+		case "compare":
+			s.Compare, err = parseCompare(val)
 		default:
-			return nil, fmt.Errorf("line %d: unknown key %q (want name, description, target, base, matrix, exclude)", key.Line, key.Value)
+			return nil, fmt.Errorf("line %d: unknown key %q (want name, description, target, base, matrix, exclude, compare)", key.Line, key.Value)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", key.Value, err)
@@ -232,36 +256,50 @@ func Parse(data []byte) (*Spec, error) {
 			return nil, fmt.Errorf("exclude: %w", err)
 		}
 	}
+	if s.Compare != nil {
+		if err := s.Compare.check(s.Matrix); err != nil {
+			return nil, fmt.Errorf("compare: %w", err)
+		}
+	}
 	return s, nil
 }
 
 // parseExclude reads the combinations to leave out, each a mapping of axes to one of their
-// values, and refuses an axis the matrix lacks or a value the axis lacks: a misspelt
-// exclusion would otherwise leave in the cells it was to remove.
-func parseExclude(n *yaml.Node, axes []Axis) ([]map[string]string, error) {
+// values or a list of them, and refuses an axis the matrix lacks or a value the axis lacks:
+// a misspelt exclusion would otherwise leave in the cells it was to remove.
+func parseExclude(n *yaml.Node, axes []Axis) ([]map[string][]string, error) {
 	if n.Kind != yaml.SequenceNode {
 		return nil, fmt.Errorf("line %d: want a list of combinations, e.g. - {recipe: dgc, pipeline: dense}", n.Line)
 	}
-	var out []map[string]string
+	var out []map[string][]string
 	for _, entry := range n.Content {
 		var m map[string]any
 		if err := entry.Decode(&m); err != nil || len(m) == 0 {
-			return nil, fmt.Errorf("line %d: want a mapping of matrix axes to a value of each, e.g. {recipe: dgc, pipeline: dense}", entry.Line)
+			return nil, fmt.Errorf("line %d: want a mapping of matrix axes to a value of each (or a list of values), e.g. {recipe: dgc, pipeline: dense}", entry.Line)
 		}
-		combination := make(map[string]string, len(m))
+		combination := make(map[string][]string, len(m))
 		for key, v := range m {
 			i := slices.IndexFunc(axes, func(a Axis) bool { return a.Key == key })
 			if i < 0 {
 				return nil, fmt.Errorf("line %d: %s is not an axis of the matrix", entry.Line, key)
 			}
-			value := fmt.Sprint(v)
-			if folder, err := folderValue(key, v); err == nil {
-				value = folder
+			values, ok := v.([]any)
+			if !ok {
+				values = []any{v}
 			}
-			if !slices.Contains(axes[i].folders(), value) {
-				return nil, fmt.Errorf("line %d: the axis %s has no value %s (it has %s)", entry.Line, key, value, strings.Join(axes[i].folders(), ", "))
+			if len(values) == 0 {
+				return nil, fmt.Errorf("line %d: %s: an empty list of values matches no cell", entry.Line, key)
 			}
-			combination[key] = value
+			for _, v := range values {
+				value := fmt.Sprint(v)
+				if folder, err := folderValue(key, v); err == nil {
+					value = folder
+				}
+				if !slices.Contains(axes[i].folders(), value) {
+					return nil, fmt.Errorf("line %d: the axis %s has no value %s (it has %s)", entry.Line, key, value, strings.Join(axes[i].folders(), ", "))
+				}
+				combination[key] = append(combination[key], value)
+			}
 		}
 		out = append(out, combination)
 	}
@@ -290,9 +328,9 @@ func (a Axis) folders() []string {
 
 // excluded reports whether the cell of the values at idx is one that Exclude leaves out.
 func (s *Spec) excluded(idx []int) bool {
-	return slices.ContainsFunc(s.Exclude, func(combination map[string]string) bool {
+	return slices.ContainsFunc(s.Exclude, func(combination map[string][]string) bool {
 		for a, axis := range s.Matrix {
-			if v, ok := combination[axis.Key]; ok && v != axis.folders()[idx[a]] {
+			if vs, ok := combination[axis.Key]; ok && !slices.Contains(vs, axis.folders()[idx[a]]) {
 				return false
 			}
 		}

@@ -349,6 +349,36 @@ matrix:
 	}
 }
 
+// TestExcludeLists: an entry giving an axis a list of values leaves out the cells holding
+// any of them, combined with the entry's other axes.
+func TestExcludeLists(t *testing.T) {
+	s, err := Parse([]byte(`
+exclude:
+  - {density: [0.2, 0.3], pipeline: [dense, ssfusion]}
+matrix:
+  density: [0.01, 0.2, 0.3]
+  pipeline: [dense, pertensor, ssfusion]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand("out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range cells {
+		names = append(names, c.Name)
+	}
+	want := []string{
+		"density-0.01_pipeline-dense", "density-0.01_pipeline-pertensor", "density-0.01_pipeline-ssfusion",
+		"density-0.2_pipeline-pertensor", "density-0.3_pipeline-pertensor",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("cells %q, want %q", names, want)
+	}
+}
+
 func TestBadExclude(t *testing.T) {
 	const matrix = "matrix:\n  recipe: [{name: plain}, {name: dgc}]\n  pipeline: [dense]\n"
 	for _, tc := range []struct{ name, exclude, want string }{
@@ -357,6 +387,8 @@ func TestBadExclude(t *testing.T) {
 		{"empty", "exclude: [{}]\n", "mapping"},
 		{"unknown axis", "exclude: [{pipelin: dense}]\n", "pipelin is not an axis"},
 		{"unknown value", "exclude: [{recipe: dcg}]\n", "recipe has no value dcg (it has plain, dgc)"},
+		{"unknown value in a list", "exclude: [{recipe: [plain, dcg]}]\n", "recipe has no value dcg"},
+		{"empty list", "exclude: [{recipe: []}]\n", "empty list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.exclude + matrix))

@@ -1,0 +1,178 @@
+package experiments
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ssfusion/ssfusion/trainer"
+)
+
+// TestCompareSamples holds the tests to figures computed independently (mpmath's
+// regularised incomplete beta for Student's t) for two groups of five seeds.
+func TestCompareSamples(t *testing.T) {
+	a := newSample([]float64{98.1, 98.3, 97.9, 98.2, 98.0})
+	ref := newSample([]float64{98.3, 98.2, 98.4, 98.25, 98.35})
+	if math.Abs(a.mean-98.1) > 1e-12 || math.Abs(a.half-0.196324316147753) > 1e-9 {
+		t.Errorf("mean %v ± %v, want 98.1 ± 0.196324316147753", a.mean, a.half)
+	}
+	for _, tc := range []struct {
+		margin, pEquiv float64
+		verdict        string
+	}{
+		{0.5, 0.00468236092046115, "equivalent (±0.5), though lower"},
+		{0.2, 0.5, "lower"},
+	} {
+		d, err := compareSamples(a, ref, tc.margin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name      string
+			got, want float64
+		}{
+			{"difference", d.diff, -0.2}, {"half-width", d.half, 0.194387082186846},
+			{"Welch p", d.p, 0.0454646189709262}, {"TOST p", d.pEquiv, tc.pEquiv},
+		} {
+			if math.Abs(c.got-c.want) > 1e-9 {
+				t.Errorf("margin %g: %s %v, want %v", tc.margin, c.name, c.got, c.want)
+			}
+		}
+		if got := d.verdict(); got != tc.verdict {
+			t.Errorf("margin %g: verdict %q, want %q", tc.margin, got, tc.verdict)
+		}
+	}
+	// Seeds far apart decide nothing at this margin.
+	wide := newSample([]float64{95, 99, 97, 98.5, 96})
+	d, err := compareSamples(wide, ref, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.verdict(); got != "undecided" {
+		t.Errorf("wide seeds: verdict %q (p %v, TOST p %v), want undecided", got, d.p, d.pEquiv)
+	}
+	// Figures that do not vary between seeds are compared as they are.
+	same := newSample([]float64{1, 1, 1})
+	if d, err := compareSamples(same, newSample([]float64{2, 2}), 0.5); err != nil || d.verdict() != "lower" {
+		t.Errorf("constant samples: %+v, %v, want lower", d, err)
+	}
+	if _, err := compareSamples(newSample([]float64{1}), ref, 0.5); err == nil {
+		t.Error("one seed compared without error")
+	}
+}
+
+func TestBadCompare(t *testing.T) {
+	const matrix = "matrix:\n  pipeline: [dense, ssfusion]\n  seed: [1, 2]\n"
+	for _, tc := range []struct{ name, compare, want string }{
+		{"no reference", "compare: {margin: 0.5}\n", "reference"},
+		{"no margin", "compare: {reference: dense}\n", "margin: state"},
+		{"zero margin", "compare: {reference: dense, margin: 0}\n", "positive"},
+		{"negative margin", "compare: {reference: dense, margin: -1}\n", "positive"},
+		{"unknown key", "compare: {reference: dense, margin: 0.5, alpha: 0.1}\n", `unknown key "alpha"`},
+		{"not a mapping", "compare: dense\n", "want {reference"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.compare + matrix))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "compare") {
+				t.Errorf("error %v, want one naming compare and %q", err, tc.want)
+			}
+		})
+	}
+	_, err := Parse([]byte("compare: {reference: dense, margin: 0.5}\nmatrix: {pipeline: [dense, ssfusion]}\n"))
+	if err == nil || !strings.Contains(err.Error(), "sweep seed") {
+		t.Errorf("a comparison without seeds: %v", err)
+	}
+}
+
+// TestComparisonReport: every group is tested against the dense group of its task, which
+// dense shares across densities; the report gives the intervals, the tests and verdicts.
+func TestComparisonReport(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Parse([]byte(`
+name: cmp
+compare: {reference: dense, margin: 0.5}
+base: {workers: 2}
+matrix:
+  task:
+    - {name: easy, lr: 0.1}
+    - {name: hard, lr: 0.05}
+  density: [0.01, 0.05]
+  pipeline: [dense, pertensor]
+  seed: [1, 2, 3, 4, 5]
+exclude:
+  - {density: 0.05, pipeline: dense}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := map[string][]float64{
+		"task-easy_density-0.01_pipeline-dense":     {98.3, 98.2, 98.4, 98.25, 98.35},
+		"task-easy_density-0.01_pipeline-pertensor": {98.1, 98.3, 97.9, 98.2, 98.0},
+		"task-easy_density-0.05_pipeline-pertensor": {98.3, 98.2, 98.4, 98.25, 98.35},
+		"task-hard_density-0.01_pipeline-dense":     {90, 90.5, 91, 90.2, 90.3},
+		"task-hard_density-0.01_pipeline-pertensor": {85, 86, 85.5, 85.2, 85.3},
+		"task-hard_density-0.05_pipeline-pertensor": {88, 92, 86, 93, 90},
+	}
+	seen := map[string]int{}
+	for _, c := range cells {
+		i := seen[c.Group]
+		seen[c.Group]++
+		v := acc[c.Group][i] / 100
+		put(t, c, trainer.Summary{Config: c.Config, ResultsVersion: trainer.ResultsVersion, Complete: true, Steps: 100, Workers: 2,
+			Eval: trainer.Eval{Accuracy: &v}, Traffic: trainer.Traffic{BytesSentPerStep: ptr(1000)}})
+		writeMetrics(t, c.Config.Out, "eval,100,1,10,,,,,,,,,,,,,0.9,0.3,\n")
+	}
+	out := filepath.Join(dir, "cmp")
+	if err := WriteReport(s, cells, out); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(raw)
+	for _, want := range []string{
+		"## Against dense",
+		"| task-easy_density-0.01_pipeline-dense | 5 | 98.30 [98.20, 98.40]% | 1.0 KB | the reference | | | |",
+		"| task-easy_density-0.01_pipeline-pertensor | 5 | 98.10 [97.90, 98.30]% | 1.0 KB | -0.20 [-0.39, -0.01] | 0.045 | 0.0047 | equivalent (±0.5), though lower |",
+		"| task-easy_density-0.05_pipeline-pertensor | 5 | 98.30 [98.20, 98.40]% | 1.0 KB | +0.00 [-0.12, +0.12] | 1 | <0.001 | equivalent (±0.5) |",
+		"| task-hard_density-0.01_pipeline-pertensor | 5 | 85.40 [", "| lower |",
+		"| task-hard_density-0.05_pipeline-pertensor | 5 | 89.80 [", "| undecided |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	// The hard task's groups are set against the hard task's dense group, not the easy one's.
+	if strings.Count(md, "| equivalent") != 2 {
+		t.Errorf("want two equivalent groups (the easy task's):\n%s", md)
+	}
+	for _, png := range []string{"accuracy-traffic_task-easy.png", "accuracy-traffic_task-hard.png"} {
+		if !strings.Contains(md, "]("+png+")") {
+			t.Errorf("report does not show %s", png)
+		}
+		if _, err := os.Stat(filepath.Join(out, png)); err != nil {
+			t.Errorf("chart missing: %v", err)
+		}
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "comparison.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"group,reference,seeds,mean,ci_low,ci_high,bytes_sent_per_step,difference,",
+		"task-easy_density-0.01_pipeline-pertensor,task-easy_density-0.01_pipeline-dense,5,98.1",
+		"0.0454646189",
+		`"equivalent (±0.5), though lower"`,
+	} {
+		if !strings.Contains(string(csv), want) {
+			t.Errorf("comparison.csv lacks %q:\n%s", want, csv)
+		}
+	}
+}
