@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ssfusion/ssfusion/internal/progress"
+	"github.com/ssfusion/ssfusion/internal/provenance"
+	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/profile"
 	"github.com/ssfusion/ssfusion/sim"
@@ -154,7 +156,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if sweep.MemoryLimit > 0 {
 		debug.SetMemoryLimit(sim.HeapLimit(sweep.MemoryLimit, sweep.Profiles))
 	}
-	report := &sim.Report{Setting: f.sweep.Setting(sweep.Networks)}
+	report := &sim.Report{Setting: f.sweep.Setting(sweep.Networks), Revision: provenance.Collect(nets.GEMMKernel()).RevisionText()}
 	if f.validate {
 		show := newCellDisplay()
 		report.Validation, err = validate.Run(cmd.Context(), validate.Config{Experiment: f.validation, Results: f.out,

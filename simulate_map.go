@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ssfusion/ssfusion/internal/progress"
+	"github.com/ssfusion/ssfusion/internal/provenance"
+	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/sim"
 )
 
@@ -80,6 +82,7 @@ func buildMap(f *simulateFlags) (*sim.Map, *sim.MapReport, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	m.Revision = provenance.Collect(nets.GEMMKernel()).RevisionText()
 	setting := f.sweep.Setting(nil)
 	setting["network"] = m.Network.String()
 	setting["constants"] = fmt.Sprintf("%d workers, %s, start-up %v, top-k %.4gns a call and %.4gns an element", m.Constants.Workers,

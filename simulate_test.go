@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssfusion/ssfusion/internal/provenance"
+	"github.com/ssfusion/ssfusion/nets"
 	"github.com/ssfusion/ssfusion/pipelines"
 	"github.com/ssfusion/ssfusion/profile"
 	"github.com/ssfusion/ssfusion/sim"
@@ -199,5 +201,14 @@ func TestSimulateWritesReport(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(out, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	// The simulation records the revision that made it, in its data and at its report's top.
+	want := provenance.Collect(nets.GEMMKernel()).RevisionText()
+	if rep.Revision != want {
+		t.Errorf("simulation.json records revision %q, want %q", rep.Revision, want)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil || !strings.Contains(string(md), "Simulated at revision "+want+".") {
+		t.Errorf("report.md does not name revision %q: %v", want, err)
 	}
 }

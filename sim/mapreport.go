@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -341,6 +342,7 @@ func (r *MapReport) markdown(gains []Gain, compared [][]Gain, figures map[string
 	if r.Command != "" {
 		fmt.Fprintf(&b, "Made by `%s`; run again, it goes on from the points it kept in %s.\n\n", r.Command, MapFile)
 	}
+	b.WriteString(revisionsLine(r.Points) + "\n\n")
 	b.WriteString("| setting | value |\n|---|---|\n")
 	for _, k := range slices.Sorted(maps.Keys(r.Setting)) {
 		fmt.Fprintf(&b, "| %s | %s |\n", k, r.Setting[k])
@@ -575,4 +577,33 @@ func (r *MapReport) sources(b *strings.Builder) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// revisionsLine says which source revision simulated the points: one, or, for a map resumed
+// by other builds, each with its count of points, so that a mixed map says so at its top.
+func revisionsLine(points []MapPoint) string {
+	var order []string
+	count := map[string]int{}
+	for _, p := range points {
+		rev := cmp.Or(p.Revision, "unknown")
+		if count[rev] == 0 {
+			order = append(order, rev)
+		}
+		count[rev]++
+	}
+	switch len(order) {
+	case 0:
+		return "No point simulated yet."
+	case 1:
+		return fmt.Sprintf("Simulated at revision %s.", order[0])
+	}
+	parts := make([]string, len(order))
+	for i, rev := range order {
+		noun := "points"
+		if count[rev] == 1 {
+			noun = "point"
+		}
+		parts[i] = fmt.Sprintf("%s (%d %s)", rev, count[rev], noun)
+	}
+	return fmt.Sprintf("**Mixed revisions**: the points were simulated by %d builds: %s.", len(order), strings.Join(parts, ", "))
 }

@@ -40,6 +40,9 @@ type Map struct {
 	// Progress, if set, is told after each point Run simulates, with how many it has
 	// simulated of the Missing ones; calls do not overlap.
 	Progress func(done, total int, point string)
+	// Revision is the source revision of the program simulating, recorded in each point it
+	// simulates, so that a map resumed by another build says so.
+	Revision string
 }
 
 // A MapPoint is every pipeline's prediction at one point of a map.
@@ -53,6 +56,8 @@ type MapPoint struct {
 	Pipelines []Point   `json:"pipelines"`
 	// Seconds is the wall-clock time the point took to simulate.
 	Seconds float64 `json:"seconds"`
+	// Revision is the source revision that simulated the point; "" when not recorded.
+	Revision string `json:"revision,omitempty"`
 }
 
 // Check reports what makes m impossible to run, before any point is simulated.
@@ -180,7 +185,7 @@ func (m *Map) Run(ctx context.Context, done []MapPoint, save func([]MapPoint) er
 		if err != nil {
 			return nil, fmt.Errorf("map point %s: %w", m.describe(p), err)
 		}
-		all[i].Pipelines, all[i].Seconds = points, time.Since(start).Seconds()
+		all[i].Pipelines, all[i].Seconds, all[i].Revision = points, time.Since(start).Seconds(), m.Revision
 		if save != nil {
 			if err := save(finished(all)); err != nil {
 				return nil, err

@@ -49,6 +49,7 @@ func TestMapPointsEqualSingleRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.Revision = "r1"
 	points, err := m.Run(context.Background(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +58,9 @@ func TestMapPointsEqualSingleRuns(t *testing.T) {
 		t.Fatalf("%d points, want 4", len(points))
 	}
 	for _, p := range points {
+		if p.Revision != "r1" {
+			t.Errorf("point %v records revision %q, want the map's r1", p.Constants, p.Revision)
+		}
 		one := c
 		one.Workers = []int{p.Constants.Workers}
 		one.Networks.Bandwidths = []string{FormatBandwidth(p.Constants.BitsPerSecond)}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,9 +17,11 @@ import (
 // Report is what a simulate command writes: the sweep's points, the setting they were
 // simulated in, and the validation against measured runs when there is one.
 type Report struct {
-	Setting    map[string]string `json:"setting"` // flag values, for the record
-	Points     []Point           `json:"points"`
-	Validation *Validation       `json:"validation,omitempty"`
+	Setting map[string]string `json:"setting"` // flag values, for the record
+	// Revision is the source revision of the program that simulated, "" when unknown.
+	Revision   string      `json:"revision,omitempty"`
+	Points     []Point     `json:"points"`
+	Validation *Validation `json:"validation,omitempty"`
 }
 
 // Write writes dir/simulation.json, dir/results.csv, dir/report.md and the plots.
@@ -145,6 +148,7 @@ func (r *Report) markdown(figures map[string][]string) string {
 	var b strings.Builder
 	b.WriteString("# Scale simulation\n\n")
 	b.WriteString("Predicted by running each pipeline's code on a virtual clock: compute replayed from the profile, selections timed by the selection model, collectives by the network model (see `go run . simulate --help`).\n\n")
+	fmt.Fprintf(&b, "Simulated at revision %s.\n\n", cmp.Or(r.Revision, "unknown"))
 	if len(r.Setting) > 0 {
 		keys := make([]string, 0, len(r.Setting))
 		for k := range r.Setting {
