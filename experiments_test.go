@@ -6,10 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ssfusion/ssfusion/experiments"
+	"github.com/ssfusion/ssfusion/nets"
+	"github.com/ssfusion/ssfusion/ssfusion"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -105,4 +108,72 @@ matrix:
 	if _, err := png.Decode(f); err != nil {
 		t.Errorf("accuracy-time.png: %v", err)
 	}
+}
+
+// trafficControlPrefix names the bundles of an equal-traffic control: the rest of the name
+// is the density SSFusion was asked for, and the bundle's density must be what SSFusion
+// then sends on the cell's model.
+const trafficControlPrefix = "ssfusion-traffic-"
+
+// TestEqualTrafficControls holds every shipped equal-traffic control to SSFusion's traffic:
+// the density of each ssfusion-traffic-D bundle must be, to the six figures the files give,
+// the fraction of the cell's model's gradient elements SSFusion sends at density D with its
+// default selection rule.
+func TestEqualTrafficControls(t *testing.T) {
+	files, err := filepath.Glob("experiments/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	controls := 0
+	for _, f := range files {
+		spec, err := experiments.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells, err := spec.Expand(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cells {
+			for _, bundle := range c.Bundles {
+				asked, ok := strings.CutPrefix(bundle, trafficControlPrefix)
+				if !ok {
+					continue
+				}
+				d, err := strconv.ParseFloat(asked, 64)
+				if err != nil {
+					t.Fatalf("%s, cell %s: bundle %s does not end in a density: %v", f, c.Name, bundle, err)
+				}
+				want := ssfusionSentDensity(t, c.Config, d)
+				if got := c.Config.Density; math.Abs(got-want) > 5e-7 {
+					t.Errorf("%s, cell %s: density %g, but SSFusion sends %.6f of %s's elements at density %g", f, c.Name, got, want, c.Config.Model, d)
+				}
+				controls++
+			}
+		}
+	}
+	if controls == 0 {
+		t.Error("no shipped experiment has an equal-traffic control")
+	}
+}
+
+// ssfusionSentDensity is what SSFusion sends at density on the model of cfg, with its
+// default rule and threshold and no planning network, as the controls' cells train.
+func ssfusionSentDensity(t *testing.T, cfg trainer.Config, density float64) float64 {
+	t.Helper()
+	if cfg.SelectRule != "size" || cfg.Bandwidth != "" || cfg.CostBeta != 0 {
+		t.Fatalf("the control assumes SSFusion's size rule without a planning network; the cell has rule %q, bandwidth %q", cfg.SelectRule, cfg.Bandwidth)
+	}
+	if cfg.Dataset != "mnist" && cfg.Dataset != "fashion-mnist" {
+		t.Fatalf("the control's data set %s: only 28x28 grey images of 10 classes are modelled here", cfg.Dataset)
+	}
+	m, err := nets.New(nets.Spec{Arch: cfg.Model, Channels: 1, Height: 28, Width: 28, Classes: 10, BatchSize: cfg.BatchSize, WidthMult: cfg.Width})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes, dims []int
+	for _, p := range m.Params() {
+		sizes, dims = append(sizes, len(p.Grad)), append(dims, len(p.Shape))
+	}
+	return ssfusion.SentDensity(ssfusion.BySize, sizes, dims, cfg.SelectThreshold, density)
 }

@@ -135,3 +135,25 @@ func Choose(candidates []bool, sizes []int, density float64, net *netmodel.Netwo
 func transfer(cost func(bytes int) time.Duration, m int) time.Duration {
 	return max(0, cost(2*m)-cost(m))
 }
+
+// SentDensity is the fraction of a model's gradient elements SSFusion sends a step when it
+// plans without a network, so that every candidate is sparsified: all the elements of a
+// tensor kept dense and k = KFor(n, density) of each sparsified one. sizes and dims are the
+// model's tensors as Candidates takes them. It is the density an equal-traffic control
+// gives another pipeline: what SSFusion actually sends, not the density it was asked for.
+func SentDensity(rule Rule, sizes, dims []int, threshold int, density float64) float64 {
+	sparse := Candidates(rule, sizes, dims, threshold)
+	sent, total := 0, 0
+	for i, n := range sizes {
+		total += n
+		if sparse[i] {
+			sent += compress.KFor(n, density)
+		} else {
+			sent += n
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(sent) / float64(total)
+}

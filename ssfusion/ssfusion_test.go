@@ -249,6 +249,30 @@ func TestCandidates(t *testing.T) {
 	}
 }
 
+// TestSentDensity: a dense tensor sends all its elements, a sparsified one KFor of them (at
+// least one), and the fraction is over the model's elements.
+func TestSentDensity(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sizes     []int
+		threshold int
+		density   float64
+		want      float64
+	}{
+		{"all dense", []int{10, 20}, 100, 0.01, 1},
+		{"all sparse", []int{10000, 20000}, 100, 0.01, 300.0 / 30000},
+		{"mixed", []int{100, 10000}, 1000, 0.01, (100 + 100.0) / 10100},
+		{"at least one element", []int{50, 50}, 10, 0.01, 2.0 / 100},
+		{"empty model", nil, 10, 0.01, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SentDensity(BySize, tc.sizes, nil, tc.threshold, tc.density); math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestParseRule(t *testing.T) {
 	for _, name := range RuleNames() {
 		r, err := ParseRule(name)
