@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 
 	"github.com/ssfusion/ssfusion/dist/launch"
 	"github.com/ssfusion/ssfusion/dist/tcp"
+	"github.com/ssfusion/ssfusion/internal/parallel"
 	"github.com/ssfusion/ssfusion/internal/progress"
 	"github.com/ssfusion/ssfusion/trainer"
 )
@@ -49,8 +51,23 @@ func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 	case cfg.Workers > 1 || nodes.nodes > 1:
 		return launchWorkers(ctx, cfg, nodes)
 	}
+	defer useThreads(cfg)()
 	_, err = trainer.Run(ctx, cfg, options(nil, true))
 	return err
+}
+
+// useThreads applies --threads and --compute-threads to this process, which trains, and
+// returns what restores the settings it found.
+func useThreads(cfg trainer.Config) (restore func()) {
+	procs := runtime.GOMAXPROCS(0)
+	if cfg.Threads > 0 {
+		runtime.GOMAXPROCS(cfg.Threads)
+	}
+	computeLimit := parallel.SetLimit(cfg.ComputeThreads)
+	return func() {
+		runtime.GOMAXPROCS(procs)
+		parallel.SetLimit(computeLimit)
+	}
 }
 
 // launchWorkers starts this node's cfg.Workers processes of a job, each running this
@@ -65,7 +82,7 @@ func launchWorkers(ctx context.Context, cfg trainer.Config, nodes placement) err
 	if err != nil {
 		return err
 	}
-	job := launch.Config{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil), MasterListener: master}
+	job := launch.Config{Workers: cfg.Workers, Args: os.Args[1:], Env: childEnviron(nil), MasterListener: master, Threads: cfg.Threads}
 	if nodes.nodes > 1 {
 		job.Nodes, job.NodeRank = nodes.nodes, nodes.nodeRank
 		job.MasterAddr = net.JoinHostPort(nodes.masterAddr, strconv.Itoa(nodes.masterPort))

@@ -115,6 +115,11 @@ func TestConfigRefusesWhatWouldBeSilentlyWrong(t *testing.T) {
 		{"negative lr", "", []string{"--lr", "-5"}, "lr"},
 		{"negative timeout", "", []string{"--timeout", "-1s"}, "timeout"},
 		{"zero timeout", "", []string{"--timeout", "0s"}, "timeout"},
+		{"mlp-hidden of another model", "", []string{"--mlp-hidden", "64"}, "mlp-hidden sizes the mlp's layers; model resnet20"},
+		{"negative threads", "", []string{"--threads", "-1"}, "threads and compute-threads must not be negative"},
+		{"negative compute threads", "compute-threads: -2\n", nil, "compute-threads"},
+		{"zero mlp-hidden", "", []string{"--model", "mlp", "--mlp-hidden", "64,0"}, "mlp-hidden sizes must be positive"},
+		{"mlp-hidden not a number", "model: mlp\nmlp-hidden: [64, wide]\n", nil, "mlp-hidden"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args

@@ -72,6 +72,7 @@ func trainAs(ctx context.Context, cfg trainer.Config, comm dist.Communicator) er
 	}
 	defer stop()
 	cfg.Workers = comm.Size()
+	defer useThreads(cfg)()
 	_, err = trainer.Run(ctx, cfg, options(comm, comm.Rank() == 0))
 	return err
 }
@@ -113,6 +114,7 @@ func runInProc(ctx context.Context, cfg trainer.Config) error {
 		opts = append(opts, dist.WithBandwidth(c.BitsPerSecond))
 	}
 	comms := inproc.New(cfg.Workers, opts...)
+	defer useThreads(cfg)()
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
 	for rank, comm := range comms {

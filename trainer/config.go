@@ -32,6 +32,9 @@ type ModelOptions struct {
 	Hidden  int     `mapstructure:"hidden" json:"hidden" usage:"lstm: hidden and embedding size"`
 	Layers  int     `mapstructure:"layers" json:"layers" usage:"lstm: layers"`
 	Dropout float64 `mapstructure:"dropout" json:"dropout" usage:"lstm: dropout between layers"`
+	// MLPHidden is omitted from JSON when empty so that the summaries written before it
+	// existed still match their configuration.
+	MLPHidden []int `mapstructure:"mlp-hidden" json:"mlp_hidden,omitempty" usage:"mlp: the hidden layers' sizes, e.g. 4096,4096 (empty: one layer of 128)"`
 }
 
 // DataOptions are the keys of the data and how it is batched.
@@ -70,6 +73,10 @@ type DistOptions struct {
 	BindAddr   string        `mapstructure:"bind-addr" json:"bind_addr" usage:"address listening sockets bind to"`
 	Timeout    time.Duration `mapstructure:"timeout" json:"timeout" usage:"a peer silent for this long fails the job"`
 	CheckEvery int           `mapstructure:"check-every" json:"check_every" usage:"compare parameter checksums across ranks every N steps"`
+	// Threads and ComputeThreads shape how a worker uses the cores; both are omitted from
+	// JSON at 0 so that the summaries written before they existed still match.
+	Threads        int `mapstructure:"threads" json:"threads,omitempty" usage:"threads (GOMAXPROCS) of each worker process, which then share every core unbound (0: the cores split among the workers, each bound to its own)"`
+	ComputeThreads int `mapstructure:"compute-threads" json:"compute_threads,omitempty" usage:"threads the model's kernels use in each worker, leaving the rest to the pipeline's goroutines (0: all the worker's threads)"`
 }
 
 // OutputOptions are the keys of what the run measures and writes, and where.
@@ -196,6 +203,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Width <= 0 {
 		bad("width must be positive, got %g", c.Width)
+	}
+	if c.Threads < 0 || c.ComputeThreads < 0 {
+		bad("threads and compute-threads must not be negative, got %d and %d", c.Threads, c.ComputeThreads)
+	}
+	if len(c.MLPHidden) > 0 && c.Model != "mlp" {
+		bad("mlp-hidden sizes the mlp's layers; model %s has none", c.Model)
+	}
+	for _, h := range c.MLPHidden {
+		if h <= 0 {
+			bad("mlp-hidden sizes must be positive, got %v", c.MLPHidden)
+			break
+		}
 	}
 	if c.IsLanguageModel() && (c.SeqLen <= 0 || c.Hidden <= 0 || c.Layers <= 0) {
 		bad("seq-len, hidden and layers must be positive for the lstm, got %d, %d, %d", c.SeqLen, c.Hidden, c.Layers)

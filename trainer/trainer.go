@@ -208,6 +208,7 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 	spec := d.spec
 	spec.Arch, spec.BatchSize, spec.Seed, spec.WidthMult = cfg.Model, cfg.BatchSize, cfg.Seed, cfg.Width
 	spec.SeqLen, spec.HSize, spec.Layers, spec.Dropout = cfg.SeqLen, cfg.Hidden, cfg.Layers, cfg.Dropout
+	spec.Hidden = cfg.MLPHidden
 	model, err := nets.New(spec)
 	if err != nil {
 		return nil, fmt.Errorf("building %s: %w", cfg.Model, err)

@@ -37,6 +37,9 @@ type Config struct {
 	Program string   // default: this executable
 	Args    []string // arguments of every worker, without the program name
 	Env     []string // extra variables, after os.Environ()
+	// Threads, when positive, is every worker's GOMAXPROCS, and the workers are left
+	// unbound to share every core; it overrides a GOMAXPROCS in the environment.
+	Threads int
 	// MasterHost is where rank 0 listens for the rendezvous (default 127.0.0.1).
 	MasterHost string
 	// Nodes and NodeRank spread the job over machines, as torchrun's --nnodes and
@@ -108,7 +111,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	first := cfg.NodeRank * cfg.Workers
 	job := &job{cfg: cfg, first: first, master: master, exited: make(chan exit, cfg.Workers)}
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set && cfg.Threads <= 0 {
 		// Binding goes with the share of threads given below: a user who chose the
 		// threads chooses the placement too.
 		job.cpus = workerCPUs(cfg.Workers)
@@ -184,7 +187,9 @@ type exit struct {
 func (j *job) start(rank int, env []string) error {
 	cmd := exec.Command(j.cfg.Program, j.cfg.Args...)
 	cmd.Env = append(append(os.Environ(), env...), j.cfg.Env...)
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+	if _, set := os.LookupEnv("GOMAXPROCS"); j.cfg.Threads > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(j.cfg.Threads))
+	} else if !set {
 		// Workers that outnumber the cores would otherwise each run a thread per core and
 		// fight over them.
 		procs := max(1, runtime.NumCPU()/j.cfg.Workers)

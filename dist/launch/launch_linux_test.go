@@ -63,6 +63,48 @@ func TestLaunchBindsWorkers(t *testing.T) {
 	}
 }
 
+// TestLaunchThreads: workers given their threads run that many and are bound to no core,
+// whatever GOMAXPROCS the launcher's environment holds.
+func TestLaunchThreads(t *testing.T) {
+	all, err := allowedCPUList()
+	if err != nil {
+		t.Skipf("no CPU affinity here: %v", err)
+	}
+	t.Setenv("GOMAXPROCS", "1")
+	err, out, _ := launchHelpersWith(t, context.Background(), "ok", 2, func(c *Config) { c.Threads = 3 })
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out)
+	}
+	for r := range 2 {
+		m := regexp.MustCompile(fmt.Sprintf(`\[rank %d\] .* gomaxprocs (\S+) cpus (\S+)`, r)).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("rank %d reported no threads:\n%s", r, out)
+		}
+		got, err := parseCPUList(m[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m[1] != "3" || fmt.Sprint(got) != fmt.Sprint(all) {
+			t.Errorf("rank %d runs %s threads on CPUs %v, want 3 on every CPU %v", r, m[1], got, all)
+		}
+	}
+}
+
+// allowedCPUList is the CPUs this process may run on.
+func allowedCPUList() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for c := 0; len(cpus) < set.Count(); c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
 // parseCPUList reads Linux's list format: "0-3,6,8-9".
 func parseCPUList(s string) ([]int, error) {
 	var cpus []int

@@ -90,11 +90,19 @@ func allowedCPUs() string {
 // printed and their pids.
 func launchHelpers(t *testing.T, ctx context.Context, role string, workers int) (error, string, []int) {
 	t.Helper()
+	return launchHelpersWith(t, ctx, role, workers, func(*Config) {})
+}
+
+// launchHelpersWith is launchHelpers with the job's configuration edited first.
+func launchHelpersWith(t *testing.T, ctx context.Context, role string, workers int, edit func(*Config)) (error, string, []int) {
+	t.Helper()
 	var out, errOut disttest.CapturedLog
-	err := Run(ctx, Config{
+	cfg := Config{
 		Workers: workers, Program: os.Args[0], Args: []string{"-test.run=^TestLaunchWorkerHelper$"},
 		Env: []string{"SSF_LAUNCH_ROLE=" + role}, Stdout: &out, Stderr: &errOut, Grace: 500 * time.Millisecond,
-	})
+	}
+	edit(&cfg)
+	err := Run(ctx, cfg)
 	var pids []int
 	for _, line := range strings.Split(out.String(), "\n") {
 		if i := strings.Index(line, "pid "); i >= 0 {

@@ -75,6 +75,8 @@ func AddFlags(fs *pflag.FlagSet, v any, usage map[string]string, except ...strin
 			fs.Float64(f.Key, x, help)
 		case []float64:
 			fs.Float64Slice(f.Key, x, help)
+		case []int:
+			fs.IntSlice(f.Key, x, help)
 		case time.Duration:
 			fs.Duration(f.Key, x, help)
 		default:
@@ -105,6 +107,8 @@ func FromFlags(fs *pflag.FlagSet, ptr any) error {
 			v, err = fs.GetFloat64(f.Key)
 		case []float64:
 			v, err = fs.GetFloat64Slice(f.Key)
+		case []int:
+			v, err = fs.GetIntSlice(f.Key)
 		case time.Duration:
 			v, err = fs.GetDuration(f.Key)
 		}

@@ -14,8 +14,24 @@ import (
 	"sync/atomic"
 )
 
-// Workers is the number of goroutines work is split across.
-func Workers() int { return runtime.GOMAXPROCS(0) }
+// limit, when positive, caps Workers below GOMAXPROCS: a process-wide setting, as
+// GOMAXPROCS is, that leaves the process's other threads to other work (such as selection
+// offloaded to goroutines of its own).
+var limit atomic.Int64
+
+// SetLimit caps the goroutines work is split across at n, below GOMAXPROCS; n <= 0 lifts
+// the cap. It returns the previous cap.
+func SetLimit(n int) int { return int(limit.Swap(int64(max(n, 0)))) }
+
+// Workers is the number of goroutines work is split across: GOMAXPROCS, or the cap SetLimit
+// set when that is lower.
+func Workers() int {
+	w := runtime.GOMAXPROCS(0)
+	if n := int(limit.Load()); n > 0 {
+		w = min(w, n)
+	}
+	return w
+}
 
 // chunks is the number of pieces For splits n items into.
 func chunks(n, minPerChunk int) int {

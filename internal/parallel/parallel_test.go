@@ -121,3 +121,20 @@ func BenchmarkDynamic(b *testing.B) {
 	}
 	b.ReportMetric(float64(start.Microseconds())/float64(b.N), "helper-start-µs")
 }
+
+// TestSetLimit: the cap lowers Workers below GOMAXPROCS, never raises it, and lifts.
+func TestSetLimit(t *testing.T) {
+	procs := runtime.GOMAXPROCS(4)
+	defer runtime.GOMAXPROCS(procs)
+	defer SetLimit(SetLimit(0))
+	for _, tc := range []struct{ limit, want int }{{0, 4}, {1, 1}, {3, 3}, {8, 4}, {-2, 4}} {
+		SetLimit(tc.limit)
+		if got := Workers(); got != tc.want {
+			t.Errorf("limit %d under GOMAXPROCS 4: %d workers, want %d", tc.limit, got, tc.want)
+		}
+	}
+	SetLimit(1)
+	if got := chunks(1000, 1); got != 1 {
+		t.Errorf("limit 1: For splits into %d pieces, want 1", got)
+	}
+}
