@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/ssfusion/ssfusion/dist/tcp"
 	"github.com/ssfusion/ssfusion/internal/parallel"
 	"github.com/ssfusion/ssfusion/internal/progress"
+	"github.com/ssfusion/ssfusion/plots"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -52,8 +54,23 @@ func trainOn(ctx context.Context, cfg trainer.Config, nodes placement) error {
 		return launchWorkers(ctx, cfg, nodes)
 	}
 	defer useThreads(cfg)()
-	_, err = trainer.Run(ctx, cfg, options(nil, true))
-	return err
+	if _, err = trainer.Run(ctx, cfg, options(nil, true)); err != nil {
+		return err
+	}
+	return drawTimeline(cfg)
+}
+
+// drawTimeline draws the timeline that rank 0 recorded with --timeline-steps next to it.
+func drawTimeline(cfg trainer.Config) error {
+	if cfg.TimelineSteps <= 0 {
+		return nil
+	}
+	out := cfg.Out
+	if out == "" {
+		out = trainer.DefaultOut(&cfg)
+	}
+	title := fmt.Sprintf("rank 0's last %d steps: %s, %s, %d workers", cfg.TimelineSteps, cfg.Pipeline, cfg.Model, cfg.Workers)
+	return plots.Timeline(filepath.Join(out, trainer.TimelineFile), filepath.Join(out, "timeline.png"), title)
 }
 
 // useThreads applies --threads and --compute-threads to this process, which trains, and

@@ -73,8 +73,10 @@ func trainAs(ctx context.Context, cfg trainer.Config, comm dist.Communicator) er
 	defer stop()
 	cfg.Workers = comm.Size()
 	defer useThreads(cfg)()
-	_, err = trainer.Run(ctx, cfg, options(comm, comm.Rank() == 0))
-	return err
+	if _, err = trainer.Run(ctx, cfg, options(comm, comm.Rank() == 0)); err != nil || comm.Rank() != 0 {
+		return err
+	}
+	return drawTimeline(cfg)
 }
 
 // cpuProfileEnv names a path prefix: each worker process writes a CPU profile of its run to
@@ -128,7 +130,10 @@ func runInProc(ctx context.Context, cfg trainer.Config) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return drawTimeline(cfg)
 }
 
 // transportFaults arms the transports' fault points that SSF_FAULT names in this process:

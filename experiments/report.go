@@ -115,6 +115,7 @@ func render(spec *Spec, results []result) string {
 		writeSpeedTable(&b, "## Speed and traffic", results)
 		writeIndexEncoding(&b, results)
 		b.WriteString(plotsSection)
+		writeTimelines(&b, results)
 		writeProvenance(&b, results)
 		return b.String()
 	}
@@ -137,8 +138,29 @@ func render(spec *Spec, results []result) string {
 	writeQualityTable(&b, "### Accuracy, per seed", spec, results)
 	writeSpeedTable(&b, "### Speed and traffic, per seed", results)
 	writeIndexEncoding(&b, results)
+	writeTimelines(&b, results)
 	writeProvenance(&b, results)
 	return b.String()
+}
+
+// writeTimelines shows the step timelines the cells recorded (--timeline-steps), each
+// drawn in its cell's folder; nothing when none did.
+func writeTimelines(b *strings.Builder, results []result) {
+	var links []string
+	for _, r := range results {
+		if r.sum == nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(r.cell.Config.Out, "timeline.png")); err == nil {
+			dir := filepath.Base(r.cell.Config.Out)
+			links = append(links, fmt.Sprintf("### %s\n\n![timeline of %s](%s/timeline.png)\n\n(the trace, for chrome://tracing or ui.perfetto.dev: [%s](%s/%s))\n", r.cell.Name, r.cell.Name, dir, trainer.TimelineFile, dir, trainer.TimelineFile))
+		}
+	}
+	if len(links) == 0 {
+		return
+	}
+	b.WriteString("\n## Step timelines\n\nWhat rank 0's last steps spent their time on: the forward and backward pass, each gradient handed to the pipeline, each selection (on whichever goroutine ran it), each collective from its call to its completion, the wait for the pipeline after backward, and the update. A selection bar beside the backward bar ran alongside it.\n\n")
+	b.WriteString(strings.Join(links, "\n") + "\n")
 }
 
 // writeProvenance says which builds and machines produced the cells' results: each

@@ -54,6 +54,10 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeSummary(t, cells[2].Config.Out, raw)
+	// The dense cell drew a step timeline.
+	if err := os.WriteFile(filepath.Join(cells[0].Config.Out, "timeline.png"), []byte("png"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(dir, "cmp")
 	if err := WriteReport(s, cells, out); err != nil {
 		t.Fatal(err)
@@ -76,6 +80,7 @@ func TestReport(t *testing.T) {
 		"| pipeline-multitensor (stopped at step 120) | 1.0 KB | 2.5 KB | 2.50x |",
 		"- 1 cell: revision abc123 (modified), go1.26.8 linux/amd64, Some CPU, GOMAXPROCS 2, matrix products: avx2 assembly",
 		"- 1 cell: not recorded",
+		"## Step timelines", "![timeline of pipeline-dense](pipeline-dense/timeline.png)",
 		"Cost: 2 cells, 3 minutes of training in all (each cell's training wall-clock, summed).",
 	} {
 		if !strings.Contains(md, want) {

@@ -88,6 +88,9 @@ type OutputOptions struct {
 	// CheckpointEvery writes a checkpoint into Out/checkpoint every so many steps (0: never);
 	// Resume continues the run whose checkpoint is in that folder.
 	CheckpointEvery int    `mapstructure:"checkpoint-every" json:"checkpoint_every" usage:"write a checkpoint into <out>/checkpoint every N steps (0: never)"`
+	// TimelineSteps is omitted from JSON at 0 so that the summaries written before it
+	// existed still match their configuration.
+	TimelineSteps int `mapstructure:"timeline-steps" json:"timeline_steps,omitempty" usage:"record what rank 0's last N steps spent their time on (compute, each selection, each collective, waits) into <out>/timeline.json, a Chrome trace, and timeline.png (0: none)"`
 	Resume          string `mapstructure:"resume" json:"resume" usage:"continue the run whose checkpoint is in this folder, with its configuration unless flags change it"`
 	// ResumeChanged lets Resume continue under result-shaping settings that differ from
 	// the checkpoint's (see Changed); summary.json then records both configurations and
@@ -203,6 +206,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Width <= 0 {
 		bad("width must be positive, got %g", c.Width)
+	}
+	if c.TimelineSteps < 0 {
+		bad("timeline-steps must not be negative, got %d", c.TimelineSteps)
 	}
 	if c.Threads < 0 || c.ComputeThreads < 0 {
 		bad("threads and compute-threads must not be negative, got %d and %d", c.Threads, c.ComputeThreads)

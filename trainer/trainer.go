@@ -178,6 +178,7 @@ type run struct {
 	world  int
 	pipe   pipeline.Pipeline
 	prof   *profiler   // nil without --profile-out
+	tl     *timeline   // nil without --timeline-steps, and on ranks but 0
 	jitter [][]float64 // every rank's step compute over the mean, gathered for the profile
 	opt    *SGD
 	sched  Schedule
@@ -221,10 +222,17 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 	for i, p := range r.params {
 		tensors[i] = pipeline.Tensor{ID: i, Name: p.Name, Dims: len(p.Shape), Shape: p.Shape, Grad: p.Grad}
 	}
+	if cfg.TimelineSteps > 0 && rank == 0 {
+		r.tl = newTimeline(max(0, r.totalSteps()-cfg.TimelineSteps))
+	}
 	build := opts.NewPipeline
 	if build == nil {
+		comm := opts.Comm
+		if r.tl != nil && comm != nil {
+			comm = newTimedComm(comm, r.tl)
+		}
 		build = func(cfg *Config, tensors []pipeline.Tensor) (pipeline.Pipeline, error) {
-			return NewPipeline(cfg, opts.Comm, tensors)
+			return NewPipeline(cfg, comm, tensors)
 		}
 	}
 	if r.pipe, err = build(cfg, tensors); err != nil {
@@ -255,6 +263,14 @@ func (r *run) setHook() error {
 	push := func(id int, grad []float32) {
 		if err := r.pipe.Push(id, grad); err != nil && r.hookErr == nil {
 			r.hookErr = err
+		}
+	}
+	if r.tl != nil {
+		hand := push
+		push = func(id int, grad []float32) {
+			start := time.Now()
+			hand(id, grad)
+			r.tl.add(laneGradients, r.params[id].Name, start, time.Now(), len(grad))
 		}
 	}
 	if r.cfg.ProfileOut == "" {
@@ -362,7 +378,13 @@ func (r *run) train(ctx context.Context) error {
 		}
 		bar.finish()
 	}
-	return r.evaluate()
+	if err := r.evaluate(); err != nil {
+		return err
+	}
+	if r.tl != nil {
+		return r.tl.write(r.cfg.Out)
+	}
+	return nil
 }
 
 // begin starts the run afresh, every rank from rank 0's parameters, or resumes it from the
@@ -413,6 +435,9 @@ func (r *run) afterStep(total int) error {
 
 func (r *run) trainStep() (Row, error) {
 	r.prof.beginStep(r.step)
+	if r.tl != nil {
+		r.tl.beginStep(r.step)
+	}
 	stepStart := time.Now() // zeroing the gradients is part of the step's time, not of compute
 	ZeroGrad(r.params)
 	start := time.Now()
@@ -426,9 +451,12 @@ func (r *run) trainStep() (Row, error) {
 		return Row{}, err
 	}
 	compute := computed.Sub(start)
+	r.tl.add(laneCompute, "forward and backward", start, computed, 0)
 	if err := r.pipe.Wait(); err != nil {
 		return Row{}, fmt.Errorf("synchronising gradients: %w", err)
 	}
+	waited := time.Now()
+	r.tl.add(laneWait, "wait", computed, waited, 0)
 	r.prof.beginUpdate(computed)
 	norm, err := ClipGradNorm(r.params, r.cfg.ClipNorm)
 	if err != nil {
@@ -436,6 +464,7 @@ func (r *run) trainStep() (Row, error) {
 	}
 	lr := r.sched.LR(r.step)
 	r.opt.Step(r.params, lr)
+	r.tl.add(laneUpdate, "update", waited, time.Now(), 0)
 	r.prof.endStep()
 	m := r.pipe.Metrics()
 	row := Row{
