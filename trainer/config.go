@@ -87,11 +87,11 @@ type OutputOptions struct {
 	Out         string `mapstructure:"out" json:"out" usage:"output folder"`
 	// CheckpointEvery writes a checkpoint into Out/checkpoint every so many steps (0: never);
 	// Resume continues the run whose checkpoint is in that folder.
-	CheckpointEvery int    `mapstructure:"checkpoint-every" json:"checkpoint_every" usage:"write a checkpoint into <out>/checkpoint every N steps (0: never)"`
+	CheckpointEvery int `mapstructure:"checkpoint-every" json:"checkpoint_every" usage:"write a checkpoint into <out>/checkpoint every N steps (0: never)"`
 	// TimelineSteps is omitted from JSON at 0 so that the summaries written before it
 	// existed still match their configuration.
-	TimelineSteps int `mapstructure:"timeline-steps" json:"timeline_steps,omitempty" usage:"record what rank 0's last N steps spent their time on (compute, each selection, each collective, waits) into <out>/timeline.json, a Chrome trace, and timeline.png (0: none)"`
-	Resume          string `mapstructure:"resume" json:"resume" usage:"continue the run whose checkpoint is in this folder, with its configuration unless flags change it"`
+	TimelineSteps int    `mapstructure:"timeline-steps" json:"timeline_steps,omitempty" usage:"record what rank 0's last N steps spent their time on (compute, each selection, each collective, waits) into <out>/timeline.json, a Chrome trace, and timeline.png (0: none)"`
+	Resume        string `mapstructure:"resume" json:"resume" usage:"continue the run whose checkpoint is in this folder, with its configuration unless flags change it"`
 	// ResumeChanged lets Resume continue under result-shaping settings that differ from
 	// the checkpoint's (see Changed); summary.json then records both configurations and
 	// the step where they changed. Without it such a resumption is refused.
