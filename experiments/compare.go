@@ -22,11 +22,20 @@ import (
 type Compare struct {
 	// Reference is the pipeline of the reference groups, dense in the usual case.
 	Reference string
-	// Margin is the equivalence margin, in accuracy points (perplexity for a language
-	// model): a group whose difference from the reference lies within ±Margin with 95%
-	// confidence is called equivalent.
+	// Margin is the equivalence margin: a group whose difference from the reference lies
+	// within ±Margin with 95% confidence is called equivalent. It is in accuracy points
+	// (perplexity for a language model), or for throughput in percent of the reference's.
 	Margin float64
+	// Figure is what is compared: the final test accuracy ("accuracy", the default;
+	// perplexity for a language model) or the training throughput in samples per second
+	// ("throughput").
+	Figure string
 }
+
+const (
+	figureAccuracy   = "accuracy"
+	figureThroughput = "throughput"
+)
 
 // alpha is the level of every test in a comparison: 95% confidence.
 const alpha = 0.05
@@ -35,14 +44,22 @@ func parseCompare(n *yaml.Node) (*Compare, error) {
 	var raw struct {
 		Reference string   `yaml:"reference"`
 		Margin    *float64 `yaml:"margin"`
+		Figure    string   `yaml:"figure"`
 	}
 	if err := n.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("line %d: want {reference: PIPELINE, margin: POINTS}: %w", n.Line, err)
 	}
 	for i := 0; n.Kind == yaml.MappingNode && i < len(n.Content); i += 2 {
-		if k := n.Content[i].Value; k != "reference" && k != "margin" {
-			return nil, fmt.Errorf("line %d: unknown key %q (want reference, margin)", n.Content[i].Line, k)
+		if k := n.Content[i].Value; k != "reference" && k != "margin" && k != "figure" {
+			return nil, fmt.Errorf("line %d: unknown key %q (want reference, margin, figure)", n.Content[i].Line, k)
 		}
+	}
+	switch raw.Figure {
+	case "":
+		raw.Figure = figureAccuracy
+	case figureAccuracy, figureThroughput:
+	default:
+		return nil, fmt.Errorf("line %d: figure %q: compare accuracy or throughput", n.Line, raw.Figure)
 	}
 	switch {
 	case raw.Reference == "":
@@ -52,7 +69,7 @@ func parseCompare(n *yaml.Node) (*Compare, error) {
 	case !(*raw.Margin > 0) || math.IsInf(*raw.Margin, 0):
 		return nil, fmt.Errorf("line %d: margin must be a positive number of points, got %g", n.Line, *raw.Margin)
 	}
-	return &Compare{Reference: raw.Reference, Margin: *raw.Margin}, nil
+	return &Compare{Reference: raw.Reference, Margin: *raw.Margin, Figure: raw.Figure}, nil
 }
 
 // check refuses a comparison the matrix cannot make: it needs seeds to test with.
@@ -141,9 +158,9 @@ func (d difference) verdict() string {
 	}
 	switch {
 	case equivalent && differs:
-		return fmt.Sprintf("equivalent (±%s), though %s", trimFloat(d.margin), direction)
+		return "equivalent, though " + direction
 	case equivalent:
-		return fmt.Sprintf("equivalent (±%s)", trimFloat(d.margin))
+		return "equivalent"
 	case differs:
 		return direction
 	}
@@ -163,16 +180,7 @@ type comparisonRow struct {
 
 // comparisons tests every group that is not a reference against its reference group.
 func comparisons(spec *Spec, groups []*group) []comparisonRow {
-	lm := groups[0].all[0].cell.Config.IsLanguageModel()
-	figure := func(r result) *float64 {
-		if lm {
-			return r.sum.Eval.Perplexity
-		}
-		if r.sum.Eval.Accuracy == nil {
-			return nil
-		}
-		return ptr(100 * *r.sum.Eval.Accuracy)
-	}
+	figure := spec.Compare.value(groups[0].all[0].cell.Config.IsLanguageModel())
 	refs, axes := referenceGroups(spec, groups)
 	var rows []comparisonRow
 	for _, g := range groups {
@@ -192,7 +200,12 @@ func comparisons(spec *Spec, groups []*group) []comparisonRow {
 			continue
 		}
 		row.reference = ref.name
-		d, err := compareSamples(row.acc, newSample(ref.values(figure)), spec.Compare.Margin)
+		refSample := newSample(ref.values(figure))
+		margin := spec.Compare.Margin
+		if spec.Compare.Figure == figureThroughput {
+			margin *= refSample.mean / 100
+		}
+		d, err := compareSamples(row.acc, refSample, margin)
 		if err != nil {
 			row.problem = err.Error()
 		} else {
@@ -201,6 +214,33 @@ func comparisons(spec *Spec, groups []*group) []comparisonRow {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// value is the figure the comparison tests, of one cell: accuracy in points, perplexity,
+// or samples per second.
+func (c *Compare) value(lm bool) func(result) *float64 {
+	return func(r result) *float64 {
+		switch {
+		case c.Figure == figureThroughput:
+			return &r.sum.Throughput.SamplesPerS
+		case lm:
+			return r.sum.Eval.Perplexity
+		case r.sum.Eval.Accuracy == nil:
+			return nil
+		}
+		return ptr(100 * *r.sum.Eval.Accuracy)
+	}
+}
+
+// words names the comparison's figure, its unit in the report's cells, and its margin.
+func (c *Compare) words(lm bool) (what, unit, margin string) {
+	switch {
+	case c.Figure == figureThroughput:
+		return "throughput (samples/s)", "", trimFloat(c.Margin) + "% of the reference's"
+	case lm:
+		return "perplexity", "", trimFloat(c.Margin)
+	}
+	return "accuracy", "%", trimFloat(c.Margin) + " points"
 }
 
 // values is f over the group's counted seeds that have it.
@@ -266,15 +306,11 @@ func axisValue(a Axis, c Cell) string {
 
 // writeComparison writes the comparison table and says how to read it.
 func writeComparison(b *strings.Builder, spec *Spec, rows []comparisonRow, figures []tradeoffFigure, lm bool) {
-	what, unit := "accuracy", "%"
-	if lm {
-		what, unit = "perplexity", ""
-	}
+	what, unit, margin := spec.Compare.words(lm)
 	fmt.Fprintf(b, "## Against %s\n\n", spec.Compare.Reference)
-	fmt.Fprintf(b, "Each group's final test %s over its seeds: the mean with its 95%% confidence interval (Student's t), and its difference from the %s group of its setting with that difference's 95%% interval. p is Welch's two-sided t-test of equal means; \"equivalent\" means the two one-sided tests put the difference within ±%s points (the margin this experiment states up front) at the 5%% level; \"undecided\" means neither test decides, so more seeds are needed.\n\n",
-		what, spec.Compare.Reference, trimFloat(spec.Compare.Margin))
-	fmt.Fprintf(b, "| group | seeds | %s, mean [95%% CI] | bytes sent per step | difference [95%% CI] | p (Welch) | p (equivalence, ±%s) | verdict |\n|---|---|---|---|---|---|---|---|\n",
-		what, trimFloat(spec.Compare.Margin))
+	fmt.Fprintf(b, "Each group's %s over its seeds: the mean with its 95%% confidence interval (Student's t), and its difference from the %s group of its setting with that difference's 95%% interval. p is Welch's two-sided t-test of equal means; \"equivalent\" means the two one-sided tests put the difference within ±%s (the margin this experiment states up front) at the 5%% level; \"undecided\" means neither test decides, so more seeds are needed.\n\n",
+		what, spec.Compare.Reference, margin)
+	fmt.Fprintf(b, "| group | seeds | %s, mean [95%% CI] | bytes sent per step | difference [95%% CI] | p (Welch) | p (equivalence) | verdict |\n|---|---|---|---|---|---|---|---|\n", what)
 	for _, r := range rows {
 		fmt.Fprintf(b, "| %s | %d | %s | %s |", r.group, len(r.acc.xs), r.acc.interval(unit), bytesText(r.bytes))
 		if r.diff == nil {
@@ -322,6 +358,9 @@ type tradeoffFigure struct {
 // tradeoffFigures groups the comparison's rows by their reference group, one chart each,
 // named by the setting of its reference when there are several.
 func tradeoffFigures(spec *Spec, groups []*group, rows []comparisonRow) []tradeoffFigure {
+	if spec.Compare.Figure != figureAccuracy {
+		return nil
+	}
 	refs, axes := referenceGroups(spec, groups)
 	byName := map[string]*group{}
 	for _, g := range groups {

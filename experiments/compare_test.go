@@ -22,7 +22,7 @@ func TestCompareSamples(t *testing.T) {
 		margin, pEquiv float64
 		verdict        string
 	}{
-		{0.5, 0.00468236092046115, "equivalent (±0.5), though lower"},
+		{0.5, 0.00468236092046115, "equivalent, though lower"},
 		{0.2, 0.5, "lower"},
 	} {
 		d, err := compareSamples(a, ref, tc.margin)
@@ -71,6 +71,7 @@ func TestBadCompare(t *testing.T) {
 		{"zero margin", "compare: {reference: dense, margin: 0}\n", "positive"},
 		{"negative margin", "compare: {reference: dense, margin: -1}\n", "positive"},
 		{"unknown key", "compare: {reference: dense, margin: 0.5, alpha: 0.1}\n", `unknown key "alpha"`},
+		{"unknown figure", "compare: {reference: dense, margin: 0.5, figure: speed}\n", "compare accuracy or throughput"},
 		{"not a mapping", "compare: dense\n", "want {reference"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,8 +141,8 @@ exclude:
 	for _, want := range []string{
 		"## Against dense",
 		"| task-easy_density-0.01_pipeline-dense | 5 | 98.30 [98.20, 98.40]% | 1.0 KB | the reference | | | |",
-		"| task-easy_density-0.01_pipeline-pertensor | 5 | 98.10 [97.90, 98.30]% | 1.0 KB | -0.20 [-0.39, -0.01] | 0.045 | 0.0047 | equivalent (±0.5), though lower |",
-		"| task-easy_density-0.05_pipeline-pertensor | 5 | 98.30 [98.20, 98.40]% | 1.0 KB | +0.00 [-0.12, +0.12] | 1 | <0.001 | equivalent (±0.5) |",
+		"| task-easy_density-0.01_pipeline-pertensor | 5 | 98.10 [97.90, 98.30]% | 1.0 KB | -0.20 [-0.39, -0.01] | 0.045 | 0.0047 | equivalent, though lower |",
+		"| task-easy_density-0.05_pipeline-pertensor | 5 | 98.30 [98.20, 98.40]% | 1.0 KB | +0.00 [-0.12, +0.12] | 1 | <0.001 | equivalent |",
 		"| task-hard_density-0.01_pipeline-pertensor | 5 | 85.40 [", "| lower |",
 		"| task-hard_density-0.05_pipeline-pertensor | 5 | 89.80 [", "| undecided |",
 	} {
@@ -169,10 +170,66 @@ exclude:
 		"group,reference,seeds,mean,ci_low,ci_high,bytes_sent_per_step,difference,",
 		"task-easy_density-0.01_pipeline-pertensor,task-easy_density-0.01_pipeline-dense,5,98.1",
 		"0.0454646189",
-		`"equivalent (±0.5), though lower"`,
+		`"equivalent, though lower"`,
 	} {
 		if !strings.Contains(string(csv), want) {
 			t.Errorf("comparison.csv lacks %q:\n%s", want, csv)
 		}
+	}
+}
+
+// TestThroughputComparison: throughput is compared in samples per second, with the margin
+// in percent of the reference's mean, and draws no accuracy chart.
+func TestThroughputComparison(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Parse([]byte(`
+name: speed
+compare: {reference: ssfusion-naive, margin: 5, figure: throughput}
+base: {workers: 2}
+matrix:
+  pipeline: [ssfusion-naive, ssfusion-o, ssfusion]
+  seed: [1, 2, 3]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	speeds := map[string][]float64{
+		"pipeline-ssfusion-naive": {100, 101, 99},
+		"pipeline-ssfusion-o":     {100.5, 99.5, 100},
+		"pipeline-ssfusion":       {120, 121, 119},
+	}
+	seen := map[string]int{}
+	for _, c := range cells {
+		i := seen[c.Group]
+		seen[c.Group]++
+		acc := 0.9
+		put(t, c, trainer.Summary{Config: c.Config, ResultsVersion: trainer.ResultsVersion, Complete: true, Steps: 60, Workers: 2,
+			Eval: trainer.Eval{Accuracy: &acc}, Throughput: trainer.Throughput{SamplesPerS: speeds[c.Group][i]}})
+		writeMetrics(t, c.Config.Out, "eval,60,1,10,,,,,,,,,,,,,0.9,0.3,\n")
+	}
+	out := filepath.Join(dir, "speed")
+	if err := WriteReport(s, cells, out); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(raw)
+	for _, want := range []string{
+		"Each group's throughput (samples/s) over its seeds", "within ±5% of the reference's",
+		"| pipeline-ssfusion-o | 3 | 100.00 [98.76, 101.24] | - | +0.00 [-2.08, +2.08] |", "| equivalent |",
+		"| pipeline-ssfusion | 3 | 120.00 [117.52, 122.48] | - | +20.00 [", "| higher |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "accuracy-traffic") {
+		t.Error("a throughput comparison drew an accuracy chart")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ssfusion/ssfusion/internal/provenance"
@@ -114,7 +115,7 @@ func render(spec *Spec, results []result) string {
 		writeQualityTable(&b, "## Accuracy", spec, results)
 		writeSpeedTable(&b, "## Speed and traffic", results)
 		writeIndexEncoding(&b, results)
-		b.WriteString(plotsSection)
+		writePlots(&b, results)
 		writeTimelines(&b, results)
 		writeProvenance(&b, results)
 		return b.String()
@@ -133,7 +134,7 @@ func render(spec *Spec, results []result) string {
 		writeComparison(&b, spec, rows, tradeoffFigures(spec, groups, rows), groups[0].all[0].cell.Config.IsLanguageModel())
 	}
 	writeGroupSpeedTable(&b, groups)
-	b.WriteString(plotsSection)
+	writePlots(&b, results)
 	b.WriteString("\n## Per seed\n\n")
 	writeQualityTable(&b, "### Accuracy, per seed", spec, results)
 	writeSpeedTable(&b, "### Speed and traffic, per seed", results)
@@ -425,6 +426,15 @@ const plotsSection = `## Plots
 ![bytes and tensors missing per step](traffic.png)
 ![density achieved per step](density.png)
 `
+
+// writePlots links the figures the plots package draws; the imbalance figure only when a
+// cell reports partition imbalance, as only then is it drawn.
+func writePlots(b *strings.Builder, results []result) {
+	b.WriteString(plotsSection)
+	if slices.ContainsFunc(results, func(r result) bool { return r.sum != nil && r.sum.Sparsity.PartitionImbalance != nil }) {
+		b.WriteString("![partition imbalance per step](imbalance.png)\n")
+	}
+}
 
 // densityText is the achieved density, with ExDyna's partition imbalance when there is one.
 func densityText(s trainer.Sparsity) string {

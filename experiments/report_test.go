@@ -80,6 +80,7 @@ func TestReport(t *testing.T) {
 		"| pipeline-multitensor (stopped at step 120) | 1.0 KB | 2.5 KB | 2.50x |",
 		"- 1 cell: revision abc123 (modified), go1.26.8 linux/amd64, Some CPU, GOMAXPROCS 2, matrix products: avx2 assembly",
 		"- 1 cell: not recorded",
+		"![partition imbalance per step](imbalance.png)",
 		"## Step timelines", "![timeline of pipeline-dense](pipeline-dense/timeline.png)",
 		"Cost: 2 cells, 3 minutes of training in all (each cell's training wall-clock, summed).",
 	} {

@@ -147,6 +147,43 @@ func densityPainter(runs []run) painter {
 	}
 }
 
+// imbalancePainter draws, step by step, the partition imbalance of the cells that report
+// one (ExDyna's largest partition's selected count over the mean): whether the partitions
+// balance out as training goes on. A dashed line marks perfect balance, 1.
+func imbalancePainter(runs []run) painter {
+	return func(dc draw.Canvas) error {
+		var all []series
+		first, last := math.Inf(1), math.Inf(-1)
+		for i := range runs {
+			s := curveOf(&runs[i], imbalancePoints)
+			if len(s.xys) == 0 {
+				continue
+			}
+			all = append(all, s)
+			first, last = math.Min(first, s.xys[0].X), math.Max(last, s.xys[len(s.xys)-1].X)
+		}
+		p := newPlot("Partition imbalance per step (dashed: balanced)", "step", "largest partition's count / mean")
+		line, err := plotter.NewLine(plotter.XYs{{X: first, Y: 1}, {X: last, Y: 1}})
+		if err != nil {
+			return err
+		}
+		line.Color, line.Width, line.Dashes = targetColor, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
+		p.Add(line)
+		return drawLines(dc, p, all, false)
+	}
+}
+
+// imbalancePoints returns the (step, imbalance) points of the training rows that carry one.
+func imbalancePoints(metrics []Metric) []stepPoint {
+	var points []stepPoint
+	for _, m := range metrics {
+		if m.Kind == kindTrain && finite(m.Imbalance) && m.Imbalance > 0 {
+			points = append(points, stepPoint{step: m.Step, xy: plotter.XY{X: float64(m.Step), Y: m.Imbalance}})
+		}
+	}
+	return points
+}
+
 // targetColor draws a target line: a bluish grey that neither text (pure greys) nor the
 // pipelines' colours blended with white make.
 var targetColor = color.RGBA{R: 90, G: 90, B: 110, A: 255}

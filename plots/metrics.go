@@ -24,6 +24,8 @@ type Metric struct {
 	EvalLoss       float64
 	EvalPerplexity float64 // language models only
 	Density        float64 // elements sent over elements in all tensors, sparsifying pipelines only
+	// Imbalance is the largest partition's selected count over the mean (ExDyna only).
+	Imbalance float64
 }
 
 // Kinds of metrics.csv rows.
@@ -36,7 +38,7 @@ const (
 // when the file lacks it. Columns are found by header name so that the trainer may add or
 // reorder columns without breaking the plots.
 type metricColumns struct {
-	kind, step, epoch, wallS, loss, evalAccuracy, evalLoss, evalPerplexity, density int
+	kind, step, epoch, wallS, loss, evalAccuracy, evalLoss, evalPerplexity, density, imbalance int
 }
 
 // ReadMetrics reads the metrics.csv at path. The columns kind and step are required, every
@@ -109,6 +111,7 @@ func locateColumns(header []string) (metricColumns, error) {
 		kind: find("kind"), step: find("step"), epoch: find("epoch"), wallS: find("wall_s"),
 		loss: find("loss"), evalAccuracy: find("eval_accuracy"), evalLoss: find("eval_loss"),
 		evalPerplexity: find("eval_perplexity"), density: find("density_achieved"),
+		imbalance: find("partition_imbalance"),
 	}
 	if cols.kind < 0 || cols.step < 0 {
 		return metricColumns{}, fmt.Errorf("line 1: header %q lacks the column kind or step", header)
@@ -142,6 +145,7 @@ func (cols metricColumns) parse(record, header []string) (Metric, error) {
 		{cols.epoch, &m.Epoch}, {cols.wallS, &m.WallS}, {cols.loss, &m.Loss},
 		{cols.evalAccuracy, &m.EvalAccuracy}, {cols.evalLoss, &m.EvalLoss},
 		{cols.evalPerplexity, &m.EvalPerplexity}, {cols.density, &m.Density},
+		{cols.imbalance, &m.Imbalance},
 	}
 	for _, f := range fields {
 		*f.dst = math.NaN()

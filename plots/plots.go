@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -47,6 +48,7 @@ const (
 	breakdownFile     = "breakdown.png"
 	trafficFile       = "traffic.png"
 	densityFile       = "density.png"
+	imbalanceFile     = "imbalance.png"
 )
 
 // Draw draws the experiment's PNG plots into outDir from the cells' files and returns the
@@ -75,6 +77,12 @@ func Draw(outDir string, cells []Cell) ([]string, error) {
 		{breakdownFile, breakdownPainter(runs)},
 		{trafficFile, trafficPainter(runs)},
 		{densityFile, densityPainter(runs)},
+	}
+	if slices.ContainsFunc(runs, func(r run) bool { return len(curveOf(&r, imbalancePoints).xys) > 0 }) {
+		figures = append(figures, struct {
+			file  string
+			paint painter
+		}{imbalanceFile, imbalancePainter(runs)})
 	}
 	var written []string
 	for _, f := range figures {

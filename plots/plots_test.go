@@ -475,3 +475,29 @@ func TestDensityPlotShowsTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestImbalancePlotOnlyWhenReported: the imbalance figure is drawn when a cell's metrics
+// carry partition imbalance, with the line of perfect balance, and not otherwise.
+func TestImbalancePlotOnlyWhenReported(t *testing.T) {
+	cells := fixtureCells(t, false)
+	out := filepath.Join(t.TempDir(), "plots")
+	if _, err := Draw(out, cells); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, imbalanceFile)); err == nil {
+		t.Error("an imbalance figure was drawn though no cell reports imbalance")
+	}
+	var b strings.Builder
+	b.WriteString("kind,step,loss,density_achieved,partition_imbalance\n")
+	for step := range 50 {
+		fmt.Fprintf(&b, "train,%d,1,0.01,%g\n", step, 1+1/float64(step+1))
+	}
+	writeFile(t, filepath.Join(cells[1].Dir, "metrics.csv"), b.String())
+	if _, err := Draw(out, cells); err != nil {
+		t.Fatal(err)
+	}
+	img := openFigure(t, filepath.Join(out, imbalanceFile))
+	if !hasColor(img, targetColor) {
+		t.Error("the imbalance figure lacks the line of perfect balance")
+	}
+}
