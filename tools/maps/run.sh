@@ -36,9 +36,14 @@ names=("$@")
 for name in "${names[@]}"; do
 	[ -n "${maps[$name]:-}" ] || { echo "tools/maps/run.sh: no map called $name (maps: ${order[*]})" >&2; exit 2; }
 done
-go build -o /tmp/ssf-maps .
+# SSF_BIN names a binary to use (tools/reproduce passes the one it built at its revision).
+bin=${SSF_BIN:-}
+if [ -z "$bin" ]; then
+	bin=/tmp/ssf-maps
+	go build -o "$bin" .
+fi
 for name in "${names[@]}"; do
 	echo "== $name: $(date -u +%H:%M:%S)"
 	# shellcheck disable=SC2086 # the map's flags are words
-	/tmp/ssf-maps simulate "${common[@]}" ${maps[$name]} --out "results/maps/$name"
+	"$bin" simulate "${common[@]}" ${maps[$name]} --out "results/maps/$name"
 done

@@ -1,0 +1,388 @@
+// Command reproduce regenerates the whole reproduction under results/ at one source
+// revision: it builds the program once from the checkout's committed HEAD, then runs every
+// experiment, simulation and map with that one binary, so that every summary, simulation
+// and map point records the same revision.
+//
+//	go run ./tools/reproduce            # everything still to do at this revision
+//	go run ./tools/reproduce -list      # the steps, their estimated cost and state
+//	go run ./tools/reproduce -only headline,exdyna
+//
+// It is resumable: results/reproduce.json records each step's revision and state, a step
+// finished at this revision is skipped, and one interrupted at this revision goes on where
+// its own command stopped (every run and map resumes). A step whose folder holds results of
+// another revision starts afresh: the old folder is moved to results/.previous/ (which git
+// ignores) rather than deleted. Before each step it prints the step, the time spent and an
+// estimate of the time left, from each step's cost on the last run here (or the estimate
+// below for a step never run).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ssfusion/ssfusion/internal/atomicfile"
+)
+
+// step is one command of the reproduction and the folder it writes.
+type step struct {
+	name string
+	out  string        // under results/; moved aside when it holds another revision's results
+	args []string      // the binary's arguments; a first word "tools/..." runs that script instead
+	est  time.Duration // the cost on the development machine, before any run here measured it
+}
+
+// simulateCommon are the flags of the simulations at the papers' setting.
+var papersSetting = []string{"--profile", "resnet50,vgg16,bert-base", "--bandwidth", "10Gbit", "--workers", "8", "--validate=false"}
+
+func simulation(name string, est time.Duration, extra ...string) step {
+	args := append([]string{"simulate"}, extra...)
+	return step{name: name, out: name, args: append(args, "--out", "results/"+name), est: est}
+}
+
+func experiment(name string, est time.Duration) step {
+	return step{name: name, out: name, args: []string{"run", "experiments/" + name + ".yaml"}, est: est}
+}
+
+// steps is the reproduction, cheap steps first so that a short session finishes many.
+func steps() []step {
+	headlinePipelines := []string{"--pipelines", "dense,pertensor,multitensor,ssfusion,omgs,oktopk,spardl,cupcake,powersgd", "--steps", "60", "--warmup", "45"}
+	return []step{
+		{name: "fashion-mnist", args: []string{"data", "fetch", "fashion-mnist"}, est: time.Minute},
+		experiment("headline", 5*time.Minute),
+		experiment("fidelity", 5*time.Minute),
+		experiment("regime", 10*time.Minute),
+		experiment("selection", 15*time.Minute),
+		experiment("alignment", 15*time.Minute),
+		experiment("exdyna", 60*time.Minute),
+		experiment("convergence", 250*time.Minute),
+		simulation("simulate", 15*time.Minute),
+		simulation("simulate-gpu", 15*time.Minute, "--selection", "gpu", "--validate=false"),
+		simulation("simulate-8workers-cpu", 2*time.Minute, append(slices.Clone(papersSetting), "--selection", "cpu")...),
+		simulation("simulate-8workers-gpu", 2*time.Minute, append(slices.Clone(papersSetting), "--selection", "gpu")...),
+		simulation("simulate-8workers-cpu-37us", 2*time.Minute, append(slices.Clone(papersSetting), "--selection", "cpu", "--latency", "37us")...),
+		simulation("simulate-8workers-gpu-37us", 2*time.Minute, append(slices.Clone(papersSetting), "--selection", "gpu", "--latency", "37us")...),
+		simulation("simulate-8workers-cpu-rank", time.Minute, append(slices.Clone(papersSetting), "--selection", "cpu", "--select-rule", "rank", "--pipelines", "ssfusion")...),
+		simulation("simulate-8workers-gpu-rank", time.Minute, append(slices.Clone(papersSetting), "--selection", "gpu", "--select-rule", "rank", "--pipelines", "ssfusion")...),
+		simulation("simulate-headline-cpu", 20*time.Minute, append(append(slices.Clone(papersSetting), "--selection", "cpu"), headlinePipelines...)...),
+		simulation("simulate-headline-gpu", 20*time.Minute, append(append(slices.Clone(papersSetting), "--selection", "gpu"), headlinePipelines...)...),
+		{name: "validation-wide", out: "validation-wide", est: 90 * time.Minute,
+			args: []string{"simulate", "--validate-only", "--validation", "experiments/validation-wide.yaml", "--out", "results/validation-wide"}},
+		{name: "maps", out: "maps", args: []string{"tools/maps/run.sh"}, est: 100 * time.Minute},
+	}
+}
+
+// state is results/reproduce.json: what ran at which revision.
+type state struct {
+	Revision string                `json:"revision"`
+	Steps    map[string]*stepState `json:"steps"`
+}
+
+type stepState struct {
+	Revision string    `json:"revision"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished,omitzero"`
+	Seconds  float64   `json:"seconds,omitempty"` // the time the step took, resumed parts summed
+	Command  string    `json:"command"`
+}
+
+const stateFile = "results/reproduce.json"
+
+func main() {
+	list := flag.Bool("list", false, "list the steps, their estimated cost and their state, and stop")
+	only := flag.String("only", "", "comma-separated steps to run (default: every step)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := reproduce(ctx, *list, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "reproduce:", err)
+		os.Exit(1)
+	}
+}
+
+func reproduce(ctx context.Context, list bool, only string) error {
+	all := steps()
+	chosen, err := choose(all, only)
+	if err != nil {
+		return err
+	}
+	st, err := loadState()
+	if err != nil {
+		return err
+	}
+	rev, err := headRevision()
+	if err != nil {
+		return err
+	}
+	if list {
+		printSteps(chosen, st, rev)
+		return nil
+	}
+	if err := checkClean(); err != nil {
+		return err
+	}
+	bin, err := build(rev)
+	if err != nil {
+		return err
+	}
+	st.Revision = rev
+	start := time.Now()
+	for i, s := range chosen {
+		if done(st, s, rev) {
+			continue
+		}
+		fmt.Printf("\n== [%d/%d] %s: %s spent, about %s left; %s\n", i+1, len(chosen), s.name,
+			roundDuration(time.Since(start)), roundDuration(remaining(chosen[i:], st, rev)), s.command())
+		if err := runStep(ctx, s, bin, rev, st); err != nil {
+			return fmt.Errorf("step %s: %w", s.name, err)
+		}
+	}
+	fmt.Printf("\nreproduction at revision %s complete: %s in this session, %s over all steps (%s)\n",
+		rev, roundDuration(time.Since(start)), roundDuration(total(chosen, st)), stateFile)
+	return nil
+}
+
+func choose(all []step, only string) ([]step, error) {
+	if only == "" {
+		return all, nil
+	}
+	var out []step
+	for _, name := range strings.Split(only, ",") {
+		i := slices.IndexFunc(all, func(s step) bool { return s.name == name })
+		if i < 0 {
+			var names []string
+			for _, s := range all {
+				names = append(names, s.name)
+			}
+			return nil, fmt.Errorf("no step called %q (steps: %s)", name, strings.Join(names, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+func loadState() (*state, error) {
+	st := &state{Steps: map[string]*stepState{}}
+	raw, err := os.ReadFile(stateFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, st); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", stateFile, err)
+	}
+	if st.Steps == nil {
+		st.Steps = map[string]*stepState{}
+	}
+	return st, nil
+}
+
+func (st *state) save() error {
+	raw, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(stateFile, append(raw, '\n'))
+}
+
+func headRevision() (string, error) {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "", fmt.Errorf("reading the revision (run from the repository's root): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// checkClean refuses uncommitted changes outside results/: the binary is built from HEAD,
+// and what the steps run must be what HEAD says.
+func checkClean() error {
+	out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results").Output()
+	if err != nil {
+		return fmt.Errorf("checking the checkout: %w", err)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		return fmt.Errorf("the checkout has uncommitted changes outside results/; commit or stash them first:\n%s", s)
+	}
+	return nil
+}
+
+// build compiles revision rev into bin/ (ignored by git), in a clean worktree of its own so
+// that the build is stamped with the revision and never marked modified by the results the
+// steps write; a binary of this revision already there is used as it is.
+func build(rev string) (string, error) {
+	bin, err := filepath.Abs(filepath.Join("bin", "ssfusion-"+rev[:12]))
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	tree, err := os.MkdirTemp("", "reproduce-worktree-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tree)
+	fmt.Printf("building revision %s into %s\n", rev, bin)
+	if err := runQuiet("", "git", "worktree", "add", "--detach", tree, rev); err != nil {
+		return "", err
+	}
+	defer runQuiet("", "git", "worktree", "remove", "--force", tree)
+	if err := runQuiet(tree, "go", "build", "-buildvcs=true", "-o", bin+".tmp", "."); err != nil {
+		return "", err
+	}
+	return bin, os.Rename(bin+".tmp", bin)
+}
+
+// runQuiet runs a command in dir, showing its output only when it fails.
+func runQuiet(dir, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func done(st *state, s step, rev string) bool {
+	ss := st.Steps[s.name]
+	return ss != nil && ss.Revision == rev && !ss.Finished.IsZero()
+}
+
+// runStep runs one step, moving aside the folder of another revision's results first, and
+// records its state before and after.
+func runStep(ctx context.Context, s step, bin, rev string, st *state) error {
+	ss := st.Steps[s.name]
+	if ss == nil || ss.Revision != rev {
+		if err := moveAside(s, ss); err != nil {
+			return err
+		}
+		ss = &stepState{Revision: rev, Started: time.Now(), Command: s.command()}
+		st.Steps[s.name] = ss
+	}
+	ss.Finished = time.Time{}
+	if err := st.save(); err != nil {
+		return err
+	}
+	began := time.Now()
+	cmd := s.cmd(ctx, bin)
+	err := cmd.Run()
+	ss.Seconds += time.Since(began).Seconds()
+	if err == nil {
+		ss.Finished = time.Now()
+	}
+	if serr := st.save(); serr != nil {
+		return errors.Join(err, serr)
+	}
+	return err
+}
+
+// moveAside moves the step's folder to results/.previous/ when it holds results that this
+// revision did not make; nothing when there is no folder.
+func moveAside(s step, prev *stepState) error {
+	if s.out == "" {
+		return nil
+	}
+	dir := filepath.Join("results", s.out)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	label := "unrecorded"
+	if prev != nil {
+		label = prev.Revision[:min(12, len(prev.Revision))]
+	}
+	dest := filepath.Join("results", ".previous", s.out+"-"+label+"-"+time.Now().UTC().Format("20060102T150405"))
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return err
+	}
+	fmt.Printf("moving %s, of an earlier revision, to %s\n", dir, dest)
+	return os.Rename(dir, dest)
+}
+
+func (s step) command() string {
+	if strings.HasPrefix(s.args[0], "tools/") {
+		return strings.Join(s.args, " ")
+	}
+	return "ssfusion " + strings.Join(s.args, " ")
+}
+
+// cmd is the step's process: the binary, or a script told to use it through SSF_BIN.
+func (s step) cmd(ctx context.Context, bin string) *exec.Cmd {
+	var cmd *exec.Cmd
+	if strings.HasPrefix(s.args[0], "tools/") {
+		cmd = exec.CommandContext(ctx, s.args[0], s.args[1:]...)
+		cmd.Env = append(os.Environ(), "SSF_BIN="+bin)
+	} else {
+		cmd = exec.CommandContext(ctx, bin, s.args...)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// An interrupt reaches the step's own process group through the terminal; give it time
+	// to save what it has.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
+	return cmd
+}
+
+// cost is what a step takes: its time at this revision once finished, else its last
+// measured time at any revision, else the estimate.
+func cost(s step, st *state) time.Duration {
+	if ss := st.Steps[s.name]; ss != nil && !ss.Finished.IsZero() && ss.Seconds > 0 {
+		return time.Duration(ss.Seconds * float64(time.Second))
+	}
+	return s.est
+}
+
+func remaining(left []step, st *state, rev string) time.Duration {
+	var d time.Duration
+	for _, s := range left {
+		if !done(st, s, rev) {
+			d += cost(s, st)
+		}
+	}
+	return d
+}
+
+func total(all []step, st *state) time.Duration {
+	var d time.Duration
+	for _, s := range all {
+		d += cost(s, st)
+	}
+	return d
+}
+
+func printSteps(all []step, st *state, rev string) {
+	fmt.Printf("revision %s\n", rev)
+	for _, s := range all {
+		state := "to do"
+		if ss := st.Steps[s.name]; ss != nil {
+			switch {
+			case ss.Revision != rev:
+				state = "done at another revision " + ss.Revision[:min(12, len(ss.Revision))]
+			case ss.Finished.IsZero():
+				state = "started"
+			default:
+				state = "done"
+			}
+		}
+		fmt.Printf("%-28s %8s  %-30s %s\n", s.name, roundDuration(cost(s, st)), state, s.command())
+	}
+	fmt.Printf("total %s; left at this revision %s\n", roundDuration(total(all, st)), roundDuration(remaining(all, st, rev)))
+}
+
+func roundDuration(d time.Duration) string {
+	if d >= time.Hour {
+		return fmt.Sprintf("%.1f h", d.Hours())
+	}
+	return fmt.Sprintf("%.0f min", d.Minutes())
+}
