@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/ssfusion/ssfusion/internal/figures"
 	"github.com/ssfusion/ssfusion/sim"
 )
 
@@ -363,6 +364,26 @@ func TestDocNamedSettingsMatchTheCode(t *testing.T) {
 		want := fmt.Sprintf("| %s | %d | %s | %s |", n.Name, c.Workers, sim.FormatBandwidth(c.BitsPerSecond), sim.FormatDuration(c.Latency))
 		if !strings.Contains(string(data), want) {
 			t.Errorf("docs/simulator.md has no row starting %q", want)
+		}
+	}
+}
+
+// TestQuotedFiguresMatchTheirSources: every figure that README.md, results/README.md and
+// docs/*.md quote from a result file, marked with the expression that computes it, is what
+// the committed file gives (`go run . figures` rewrites them).
+func TestQuotedFiguresMatchTheirSources(t *testing.T) {
+	files, err := quotingFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := figures.NewSources(".")
+	for _, f := range files {
+		stale, err := src.Check(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, fig := range stale {
+			t.Errorf("%v (go run . figures rewrites it)", fig)
 		}
 	}
 }

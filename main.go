@@ -140,6 +140,6 @@ func newRootCommand() *cobra.Command {
 		return cmd.Help()
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
-	root.AddCommand(newTrainCommand(), newRunCommand(), newPlotCommand(), newSimulateCommand(), newDataCommand(), newPipelinesCommand())
+	root.AddCommand(newTrainCommand(), newRunCommand(), newPlotCommand(), newSimulateCommand(), newDataCommand(), newPipelinesCommand(), newFiguresCommand())
 	return root
 }

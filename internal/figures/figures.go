@@ -1,0 +1,277 @@
+// Package figures keeps the figures that the documentation quotes equal to the result files
+// they come from. A quoted figure is marked in the Markdown with the expression that computes
+// it and the format that prints it:
+//
+//	SSFusion reached <!-- fig %.2f: csv("results/convergence/comparison.csv", "task-mnist_sparsity-d0.01_pipeline-ssfusion", "mean") -->98.03<!-- /fig -->%
+//
+// The marks are HTML comments, so the rendered page shows the figure alone. Update rewrites
+// every figure from its expression; Check reports those that differ. An expression is
+// arithmetic (github.com/expr-lang/expr) over these functions, with paths relative to the
+// repository's root:
+//
+//   - csv(path, row, column): the cell of a CSV file whose first column is row, under the
+//     header column; a number when it reads as one, else the text.
+//   - json(path, query): the value a gjson query (github.com/tidwall/gjson) selects in a JSON
+//     file, such as "throughput.samples_per_s" or "points.#(pipeline==\"dense\").samples_per_s".
+//
+// A format is a fmt verb for the value: %.2f, %+.1f, %.0f for numbers, %s for text, %d for a
+// whole number.
+package figures
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/expr-lang/expr"
+	"github.com/tidwall/gjson"
+)
+
+// mark is a quoted figure: the format and expression in its opening comment, and the text
+// between the comments.
+var mark = regexp.MustCompile(`<!-- fig (%[-+ #0]*[0-9]*(?:\.[0-9]+)?[a-z]): (.+?) -->(.*?)<!-- /fig -->`)
+
+// A Figure is one marked figure of a file.
+type Figure struct {
+	File   string // as given to Update or Check
+	Line   int
+	Expr   string
+	Quoted string // what the file says
+	Value  string // what the expression gives, formatted; "" when it failed
+	Err    error
+}
+
+func (f Figure) String() string {
+	if f.Err != nil {
+		return fmt.Sprintf("%s:%d: %s: %v", f.File, f.Line, f.Expr, f.Err)
+	}
+	return fmt.Sprintf("%s:%d: quotes %q where %s gives %q", f.File, f.Line, f.Quoted, f.Expr, f.Value)
+}
+
+// Sources reads the result files expressions name, each once, from root.
+type Sources struct {
+	root  string
+	mu    sync.Mutex
+	csvs  map[string][][]string
+	jsons map[string]string
+}
+
+// NewSources reads files under root, the repository's root.
+func NewSources(root string) *Sources {
+	return &Sources{root: root, csvs: map[string][][]string{}, jsons: map[string]string{}}
+}
+
+// Check returns the marked figures of the file at path (relative to the sources' root) that
+// differ from what their expressions give, or whose expressions fail.
+func (s *Sources) Check(path string) ([]Figure, error) {
+	figs, _, err := s.evaluate(path)
+	if err != nil {
+		return nil, err
+	}
+	var bad []Figure
+	for _, f := range figs {
+		if f.Err != nil || f.Value != f.Quoted {
+			bad = append(bad, f)
+		}
+	}
+	return bad, nil
+}
+
+// Update rewrites every marked figure of the file at path from its expression, and returns
+// the figures it changed. A failing expression leaves the file as it was and is an error.
+func (s *Sources) Update(path string) ([]Figure, error) {
+	figs, text, err := s.evaluate(path)
+	if err != nil {
+		return nil, err
+	}
+	var failed []error
+	var changed []Figure
+	for _, f := range figs {
+		if f.Err != nil {
+			failed = append(failed, errors.New(f.String()))
+		} else if f.Value != f.Quoted {
+			changed = append(changed, f)
+		}
+	}
+	if len(failed) > 0 {
+		return nil, errors.Join(failed...)
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	i := 0
+	out := mark.ReplaceAllStringFunc(text, func(m string) string {
+		sub := mark.FindStringSubmatch(m)
+		v := figs[i].Value
+		i++
+		return "<!-- fig " + sub[1] + ": " + sub[2] + " -->" + v + "<!-- /fig -->"
+	})
+	full := filepath.Join(s.root, path)
+	tmp := full + ".tmp"
+	if err := os.WriteFile(tmp, []byte(out), 0o644); err != nil {
+		return nil, err
+	}
+	return changed, os.Rename(tmp, full)
+}
+
+// evaluate reads the file and computes every marked figure.
+func (s *Sources) evaluate(path string) ([]Figure, string, error) {
+	raw, err := os.ReadFile(filepath.Join(s.root, path))
+	if err != nil {
+		return nil, "", err
+	}
+	text := string(raw)
+	var figs []Figure
+	for _, loc := range mark.FindAllStringSubmatchIndex(text, -1) {
+		format, src, quoted := text[loc[2]:loc[3]], text[loc[4]:loc[5]], text[loc[6]:loc[7]]
+		f := Figure{File: path, Line: 1 + strings.Count(text[:loc[0]], "\n"), Expr: src, Quoted: quoted}
+		f.Value, f.Err = s.value(format, src)
+		figs = append(figs, f)
+	}
+	return figs, text, nil
+}
+
+// value computes an expression and formats its result.
+func (s *Sources) value(format, src string) (string, error) {
+	env := map[string]any{
+		"csv":  s.csv,
+		"json": s.json,
+	}
+	prog, err := expr.Compile(src, expr.Env(env))
+	if err != nil {
+		return "", err
+	}
+	v, err := expr.Run(prog, env)
+	if err != nil {
+		return "", err
+	}
+	return formatValue(format, v)
+}
+
+// formatValue prints v by format; a number is printed by a number's verbs, a whole number
+// by %d, text by %s.
+func formatValue(format string, v any) (string, error) {
+	verb := format[len(format)-1]
+	switch x := v.(type) {
+	case string:
+		if verb != 's' {
+			return "", fmt.Errorf("the value %q is text, which %s does not print", x, format)
+		}
+		return fmt.Sprintf(format, x), nil
+	case int:
+		v = float64(x)
+	}
+	f, ok := v.(float64)
+	if !ok {
+		return "", fmt.Errorf("the value %v (%T) is neither a number nor text", v, v)
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "", fmt.Errorf("the value is %v", f)
+	}
+	switch verb {
+	case 'd':
+		if f != math.Trunc(f) {
+			return "", fmt.Errorf("%s prints whole numbers, the value is %v", format, f)
+		}
+		return fmt.Sprintf(format, int64(f)), nil
+	case 'f', 'e', 'g':
+		s := fmt.Sprintf(format, f)
+		// A rounded zero keeps no sign: "-0.0" would claim a direction the value lacks.
+		if z, err := strconv.ParseFloat(s, 64); err == nil && z == 0 {
+			s = strings.Replace(strings.Replace(s, "-", "", 1), "+", "", 1)
+		}
+		return s, nil
+	}
+	return "", fmt.Errorf("%s does not print a number", format)
+}
+
+// csv returns the cell of the CSV file at path in the row whose first column is row, under
+// the header column.
+func (s *Sources) csv(path, row, column string) (any, error) {
+	records, err := s.readCSV(path)
+	if err != nil {
+		return nil, err
+	}
+	col := -1
+	for i, h := range records[0] {
+		if h == column {
+			col = i
+		}
+	}
+	if col < 0 {
+		return nil, fmt.Errorf("%s has no column %q (it has %s)", path, column, strings.Join(records[0], ", "))
+	}
+	for _, r := range records[1:] {
+		if len(r) > 0 && r[0] == row {
+			if col >= len(r) {
+				return nil, fmt.Errorf("%s, row %q, has no field %d", path, row, col+1)
+			}
+			if f, err := strconv.ParseFloat(r[col], 64); err == nil {
+				return f, nil
+			}
+			return r[col], nil
+		}
+	}
+	return nil, fmt.Errorf("%s has no row %q", path, row)
+}
+
+func (s *Sources) readCSV(path string) ([][]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.csvs[path]; ok {
+		return r, nil
+	}
+	f, err := os.Open(filepath.Join(s.root, path))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = -1
+	records, err := r.ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(records) == 0 {
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	s.csvs[path] = records
+	return records, nil
+}
+
+// json returns what query selects in the JSON file at path: a number or text.
+func (s *Sources) json(path, query string) (any, error) {
+	s.mu.Lock()
+	doc, ok := s.jsons[path]
+	s.mu.Unlock()
+	if !ok {
+		raw, err := os.ReadFile(filepath.Join(s.root, path))
+		if err != nil {
+			return nil, err
+		}
+		if !gjson.ValidBytes(raw) {
+			return nil, fmt.Errorf("%s is not valid JSON", path)
+		}
+		doc = string(raw)
+		s.mu.Lock()
+		s.jsons[path] = doc
+		s.mu.Unlock()
+	}
+	r := gjson.Get(doc, query)
+	switch r.Type {
+	case gjson.Number:
+		return r.Num, nil
+	case gjson.String:
+		return r.Str, nil
+	case gjson.True, gjson.False:
+		return strconv.FormatBool(r.Bool()), nil
+	}
+	return nil, fmt.Errorf("%s has no value at %q", path, query)
+}

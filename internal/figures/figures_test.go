@@ -1,0 +1,129 @@
+package figures
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func fixture(t *testing.T, doc string) (*Sources, string) {
+	t.Helper()
+	root := t.TempDir()
+	files := map[string]string{
+		"results/exp/comparison.csv":    "group,mean,verdict\na,98.125,equivalent\nb,96.4,lower\n",
+		"results/exp/cell/summary.json": `{"throughput": {"samples_per_s": 860.4}, "points": [{"pipeline": "dense", "ms": 12.5}, {"pipeline": "ssfusion", "ms": 10}]}`,
+		"results/exp/bad.json":          `{"throughput": `,
+		"docs/page.md":                  doc,
+	}
+	for name, body := range files {
+		path := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return NewSources(root), root
+}
+
+const page = `# Results
+
+| pipeline | accuracy | verdict |
+|---|---|---|
+| a | <!-- fig %.2f: csv("results/exp/comparison.csv", "a", "mean") -->98.12<!-- /fig -->% | <!-- fig %s: csv("results/exp/comparison.csv", "a", "verdict") -->equivalent<!-- /fig --> |
+
+SSFusion ran at <!-- fig %.0f: json("results/exp/cell/summary.json", "throughput.samples_per_s") -->860<!-- /fig --> samples/s,
+<!-- fig %.1f: json("results/exp/cell/summary.json", "points.#(pipeline==\"dense\").ms") / json("results/exp/cell/summary.json", "points.#(pipeline==\"ssfusion\").ms") -->1.2<!-- /fig -->x faster,
+a gap of <!-- fig %+.1f: csv("results/exp/comparison.csv", "b", "mean") - csv("results/exp/comparison.csv", "a", "mean") -->-1.7<!-- /fig --> points.
+`
+
+// TestCheckAndUpdate: figures that match their sources pass; an edited figure is found, with
+// its line and both values, and Update writes it back from its source.
+func TestCheckAndUpdate(t *testing.T) {
+	s, root := fixture(t, page)
+	bad, err := s.Check("docs/page.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 98.125 prints as 98.12 (its binary value lies just below), 860.4 as 860, 12.5/10 as
+	// 1.2 (1.25 is exact, and ties go to even), -1.725 as -1.7.
+	if len(bad) != 0 {
+		t.Fatalf("figures that differ: %v", bad)
+	}
+	edited := strings.Replace(page, "-->860<!--", "-->861<!--", 1)
+	s, root = fixture(t, edited)
+	bad, err = s.Check("docs/page.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) != 1 || bad[0].Quoted != "861" || bad[0].Value != "860" || bad[0].Line != 7 {
+		t.Fatalf("after editing a figure: %v, want the one on line 7, 861 where the source gives 860", bad)
+	}
+	if !strings.Contains(bad[0].String(), `docs/page.md:7: quotes "861"`) {
+		t.Errorf("message %q does not name the file, line and quote", bad[0])
+	}
+	changed, err := s.Update("docs/page.md")
+	if err != nil || len(changed) != 1 {
+		t.Fatalf("Update: %v, %v", changed, err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "docs/page.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(raw) != page {
+		t.Errorf("Update wrote\n%s\nwant\n%s", raw, page)
+	}
+}
+
+// TestFailingExpressions: every way an expression fails is reported with what was wrong,
+// and Update then leaves the file alone.
+func TestFailingExpressions(t *testing.T) {
+	for _, tc := range []struct{ name, mark, want string }{
+		{"missing file", `csv("results/nope.csv", "a", "mean")`, "nope.csv"},
+		{"missing row", `csv("results/exp/comparison.csv", "z", "mean")`, `no row "z"`},
+		{"missing column", `csv("results/exp/comparison.csv", "a", "median")`, `no column "median"`},
+		{"missing key", `json("results/exp/cell/summary.json", "throughput.nope")`, `no value at "throughput.nope"`},
+		{"bad JSON", `json("results/exp/bad.json", "throughput")`, "not valid JSON"},
+		{"text as a number", `csv("results/exp/comparison.csv", "a", "verdict")`, "is text"},
+		{"not an expression", `csv(`, "unexpected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := "x <!-- fig %.1f: " + tc.mark + " -->1<!-- /fig -->\n"
+			s, root := fixture(t, doc)
+			bad, err := s.Check("docs/page.md")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(bad) != 1 || bad[0].Err == nil || !strings.Contains(bad[0].Err.Error(), tc.want) {
+				t.Fatalf("Check: %v, want an error saying %q", bad, tc.want)
+			}
+			if _, err := s.Update("docs/page.md"); err == nil {
+				t.Error("Update succeeded")
+			}
+			if raw, _ := os.ReadFile(filepath.Join(root, "docs/page.md")); string(raw) != doc {
+				t.Errorf("Update changed the file: %s", raw)
+			}
+		})
+	}
+}
+
+func TestFormatValue(t *testing.T) {
+	for _, tc := range []struct {
+		format string
+		v      any
+		want   string
+	}{
+		{"%.2f", 98.126, "98.13"}, {"%+.1f", 3.46, "+3.5"}, {"%+.1f", -0.04, "0.0"}, {"%.0f", 859.6, "860"},
+		{"%d", 42.0, "42"}, {"%s", "lower", "lower"}, {"%.1f", 7, "7.0"},
+	} {
+		got, err := formatValue(tc.format, tc.v)
+		if err != nil || got != tc.want {
+			t.Errorf("formatValue(%q, %v) = %q, %v, want %q", tc.format, tc.v, got, err, tc.want)
+		}
+	}
+	if _, err := formatValue("%d", 4.5); err == nil {
+		t.Error("a whole-number verb printed 4.5")
+	}
+}
