@@ -42,8 +42,13 @@ type step struct {
 	est  time.Duration // the cost on the development machine, before any run here measured it
 }
 
-// simulateCommon are the flags of the simulations at the papers' setting.
+// papersSetting are the flags of the simulations at the SSFusion paper's setting.
 var papersSetting = []string{"--profile", "resnet50,vgg16,bert-base", "--bandwidth", "10Gbit", "--workers", "8", "--validate=false"}
+
+// papersScale simulates ExDyna's and SAFusion's own claims: selection cost and throughput
+// as workers are added, against the sparsifying baselines, at the SSFusion testbed's link.
+var papersScale = []string{"--profile", "resnet50,bert-base", "--bandwidth", "10Gbit", "--latency", "37us", "--workers", "8,16,32,64",
+	"--pipelines", "pertensor,multitensor,exdyna,safusion,omgs,oktopk,spardl,cupcake", "--steps", "16", "--warmup", "12", "--validate=false"}
 
 func simulation(name string, est time.Duration, extra ...string) step {
 	args := append([]string{"simulate"}, extra...)
@@ -64,6 +69,7 @@ func steps() []step {
 		experiment("regime", 10*time.Minute),
 		experiment("selection", 15*time.Minute),
 		experiment("alignment", 15*time.Minute),
+		experiment("papers", 25*time.Minute),
 		experiment("exdyna", 60*time.Minute),
 		experiment("convergence", 250*time.Minute),
 		simulation("simulate", 15*time.Minute),
@@ -76,6 +82,8 @@ func steps() []step {
 		simulation("simulate-8workers-gpu-rank", time.Minute, append(slices.Clone(papersSetting), "--selection", "gpu", "--select-rule", "rank", "--pipelines", "ssfusion")...),
 		simulation("simulate-headline-cpu", 20*time.Minute, append(append(slices.Clone(papersSetting), "--selection", "cpu"), headlinePipelines...)...),
 		simulation("simulate-headline-gpu", 20*time.Minute, append(append(slices.Clone(papersSetting), "--selection", "gpu"), headlinePipelines...)...),
+		simulation("simulate-papers-cpu", 15*time.Minute, append(slices.Clone(papersScale), "--selection", "cpu")...),
+		simulation("simulate-papers-gpu", 15*time.Minute, append(slices.Clone(papersScale), "--selection", "gpu")...),
 		{name: "validation-wide", out: "validation-wide", est: 90 * time.Minute,
 			args: []string{"simulate", "--validate-only", "--validation", "experiments/validation-wide.yaml", "--out", "results/validation-wide"}},
 		{name: "maps", out: "maps", args: []string{"tools/maps/run.sh"}, est: 100 * time.Minute},
