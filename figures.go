@@ -8,17 +8,22 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ssfusion/ssfusion/experiments"
 	"github.com/ssfusion/ssfusion/internal/figures"
 )
 
-// quotingFiles are the documents whose figures come from results: the two READMEs and the
-// docs.
+// quotingFiles are the documents whose figures come from results: the two READMEs, the
+// docs and the experiments' analyses.
 func quotingFiles() ([]string, error) {
 	docs, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		return nil, err
 	}
-	return append([]string{"README.md", "results/README.md"}, docs...), nil
+	analyses, err := filepath.Glob("results/*/" + experiments.AnalysisFile)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]string{"README.md", "results/README.md"}, docs...), analyses...), nil
 }
 
 func newFiguresCommand() *cobra.Command {
@@ -26,7 +31,8 @@ func newFiguresCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "figures [FILE.md...]",
 		Short: "Rewrite the figures the documentation quotes from the result files they come from",
-		Long: `Every figure that README.md, results/README.md and docs/*.md quote from a result is
+		Long: `Every figure that README.md, results/README.md, docs/*.md and the experiments'
+analyses (results/*/analysis.md) quote from a result is
 marked with the expression that computes it from the committed files, for example
 
   <!-- fig %.2f: csv("results/convergence/comparison.csv", "GROUP", "mean") -->98.03<!-- /fig -->

@@ -27,7 +27,12 @@ func WriteReport(spec *Spec, cells []Cell, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating the experiment's folder: %w", err)
 	}
-	if err := trainer.WriteFileAtomic(filepath.Join(dir, "report.md"), []byte(render(spec, results))); err != nil {
+	md := render(spec, results)
+	if _, err := os.Stat(filepath.Join(dir, AnalysisFile)); err == nil {
+		title, rest, _ := strings.Cut(md, "\n\n")
+		md = title + "\n\n" + analysisLine + "\n\n" + rest
+	}
+	if err := trainer.WriteFileAtomic(filepath.Join(dir, "report.md"), []byte(md)); err != nil {
 		return err
 	}
 	if err := writeComparisonFiles(spec, results, dir); err != nil {
@@ -42,6 +47,13 @@ func WriteReport(spec *Spec, cells []Cell, dir string) error {
 	}
 	return nil
 }
+
+// AnalysisFile is the hand-written reading of an experiment's results, kept in its folder
+// beside the generated report, which links to it: what the figures show and why, with every
+// figure it quotes marked with its source (see package internal/figures).
+const AnalysisFile = "analysis.md"
+
+const analysisLine = "What these results show, and why: [analysis.md](analysis.md). This report is generated from the cells' files; the analysis is written by hand, and every figure it quotes is checked against them."
 
 // plotCells describes the cells for the plots, leaving out those whose results are stale.
 // Seeds are drawn pooled by group, of the seeds the report counts.

@@ -59,6 +59,12 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "cmp")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, AnalysisFile), []byte("# what it shows\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := WriteReport(s, cells, out); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +74,7 @@ func TestReport(t *testing.T) {
 	}
 	md := string(raw)
 	for _, want := range []string{
-		"# cmp", "two pipelines",
+		"# cmp\n\nWhat these results show, and why: [analysis.md](analysis.md).", "two pipelines",
 		"**Mixed revisions**: the cells ran at 2 revisions: abc123 (modified) (1 cell), unrecorded (1 cell).",
 		"- dense (2 workers, link 10Mbit): communication 900 ms, computation 587 ms per step: ratio 1.53",
 		"| pipeline-dense | 300 | 98.88% | 98.88% | 0.0375 | 40 s |",
