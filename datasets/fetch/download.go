@@ -43,23 +43,60 @@ func (c *Client) http() *http.Client {
 
 // Fetch downloads into dir every file of d that is not there yet with the right checksum,
 // and unpacks its archives. A download cut short stays in dir as NAME.part and is resumed,
-// by this call or the next; a download whose checksum is wrong is removed.
+// by this call or the next; a download whose checksum is wrong is removed. When every
+// mirror fails, d's alternatives are tried in turn (see FetchFrom).
 func (c *Client) Fetch(ctx context.Context, d Dataset, dir string) error {
+	return c.FetchFrom(ctx, d, dir, AutoSource)
+}
+
+// FetchFrom is Fetch from the given source of d: AutoSource, MirrorsSource or the name of
+// one of d's alternatives. AutoSource tries the source dir records first, so that a folder
+// already converted is not fetched anew, then the mirrors, then the alternatives.
+func (c *Client) FetchFrom(ctx context.Context, d Dataset, dir, source string) error {
+	order, err := d.sourceOrder(dir, source)
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.Name, err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("%s: %w", d.Name, err)
 	}
+	var failures []string
+	for i, src := range order {
+		err := c.fetchSource(ctx, d, dir, src)
+		if err == nil {
+			return nil
+		}
+		if len(order) == 1 || ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", d.Name, err)
+		}
+		failures = append(failures, fmt.Sprintf("%s: %s", d.describeSource(src), indent(err.Error())))
+		if i+1 < len(order) {
+			c.logf("%s: %s failed; trying %s", d.Name, d.describeSource(src), d.describeSource(order[i+1]))
+		}
+	}
+	return fmt.Errorf("%s: every source failed:\n  %s", d.Name, strings.Join(failures, "\n  "))
+}
+
+// fetchSource makes dir hold d from one source.
+func (c *Client) fetchSource(ctx context.Context, d Dataset, dir, source string) error {
+	if alt, ok := d.alternative(source); ok {
+		return c.convertFrom(ctx, alt, dir)
+	}
 	for _, f := range d.Files {
 		if err := c.fetchFile(ctx, f, dir); err != nil {
-			return fmt.Errorf("%s: %w", d.Name, err)
+			return err
 		}
 		if f.Unpack {
 			if err := unpackOnce(f, dir, c.logf); err != nil {
-				return fmt.Errorf("%s: %w", d.Name, err)
+				return err
 			}
 		}
 	}
-	return nil
+	return d.removeConversion(dir, c.logf)
 }
+
+// indent indents the lines after the first of a message that is listed under another.
+func indent(msg string) string { return strings.ReplaceAll(msg, "\n", "\n  ") }
 
 // fetchFile makes dir/f.Name a verified copy of f, trying its mirrors in order.
 func (c *Client) fetchFile(ctx context.Context, f File, dir string) error {
@@ -99,6 +136,9 @@ func (c *Client) fetchFile(ctx context.Context, f File, dir string) error {
 		}
 		c.logf("%s: %v", url, err)
 		failures = append(failures, fmt.Sprintf("%s: %v", url, err))
+	}
+	if fi, err := os.Stat(part); err == nil && fi.Size() == 0 {
+		os.Remove(part) // nothing to resume: not worth a file that looks like a download begun
 	}
 	return fmt.Errorf("%s: every mirror failed:\n  %s", f.Name, strings.Join(failures, "\n  "))
 }
