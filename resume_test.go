@@ -57,9 +57,11 @@ func TestResumeAfterInterruption(t *testing.T) {
 		// replans: the pipeline times its steps again after a resume and plans its buffers
 		// anew, so its framing bytes may differ although its gradients do not.
 		replans bool
-	}{{"pertensor", false, false}, {"multitensor", false, false}, {"ssfusion", true, false}, {"dense", false, false},
-		{"safusion", false, true}, {"exdyna", true, false}} {
-		t.Run(fmt.Sprintf("%s-dgc-%v", tc.pipeline, tc.dgc), func(t *testing.T) {
+		// unaligned runs SAFusion without alignment and with a selector whose counts vary.
+		unaligned bool
+	}{{"pertensor", false, false, false}, {"multitensor", false, false, false}, {"ssfusion", true, false, false}, {"dense", false, false, false},
+		{"safusion", false, true, false}, {"safusion", true, true, true}, {"exdyna", true, false, false}} {
+		t.Run(fmt.Sprintf("%s-dgc-%v-unaligned-%v", tc.pipeline, tc.dgc, tc.unaligned), func(t *testing.T) {
 			base := trainer.Defaults()
 			base.Model, base.Dataset, base.Width, base.MaxSteps = "resnet8", "synthetic", 0.25, 14
 			base.Workers, base.BatchSize, base.Backend, base.EvalSamples = 2, 8, "inproc", 64
@@ -69,6 +71,9 @@ func TestResumeAfterInterruption(t *testing.T) {
 			var err error
 			if base.Settings, err = base.Settings.For(tc.pipeline); err != nil { // the keys it reads
 				t.Fatal(err)
+			}
+			if tc.unaligned {
+				base.SAFusionAlign, base.Selector = false, "gaussiank"
 			}
 
 			straight := base

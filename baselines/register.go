@@ -50,10 +50,14 @@ func init() {
 		{
 			Name:        "safusion",
 			Description: "SAFusion: per-tensor selection aligned across ranks, buffers sized by a cost model, sparse allreduce",
-			Reads:       fused("cost-alpha", "cost-beta"),
+			Reads:       fused("cost-alpha", "cost-beta", "safusion-align"),
 			Tolerance:   0.05,
 			New: func(b pipelines.Build) (pipeline.Pipeline, error) {
-				return NewSAFusion(b.Comm, b.Tensors, b.FusionBytes(), b.Sparse(), planOn(b.Network), 0)
+				var opts []SAFusionOption
+				if !b.Settings.SAFusionAlign {
+					opts = append(opts, SAFusionUnaligned())
+				}
+				return NewSAFusion(b.Comm, b.Tensors, b.FusionBytes(), b.Sparse(), planOn(b.Network), 0, opts...)
 			},
 		},
 		{

@@ -3,6 +3,7 @@ package baselines
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ssfusion/ssfusion/compress"
 	"github.com/ssfusion/ssfusion/dist"
@@ -35,7 +36,8 @@ func defaultSAFusionNetwork() netmodel.Network {
 //     longer chunk. A selector that returns fewer (sampled thresholds may) is padded with
 //     zero values at an index it selected (index 0 when it selected none): adding zero
 //     changes no sum, and the padding is not cleared from the error-feedback memory. Every
-//     rank checks on receipt that every message has the aligned length.
+//     rank checks on receipt that every message has the aligned length. SAFusionUnaligned
+//     turns the alignment off, to measure what it costs and saves.
 //   - Intra-worker adaptive buffer sizing: the first warmupSteps steps run with ordinary
 //     buffers of up to thresholdBytes (fusion.PlanBuckets) while each tensor's backward
 //     and selection times are measured. At the end of the last warm-up step rank 0's
@@ -55,17 +57,39 @@ func defaultSAFusionNetwork() netmodel.Network {
 //
 // Metrics: selection time, density and missing tensors as per-tensor sparsification
 // reports them. Padding counts as sent bytes but not as selected elements, so density is
-// what the selector picked and a tensor padded from nothing counts as missing.
-func NewSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, net netmodel.Network, warmupSteps int) (pipeline.Pipeline, error) {
-	f, _, err := newSAFusion(comm, tensors, thresholdBytes, cfg, net, warmupSteps)
+// what the selector picked and a tensor padded from nothing counts as missing. Extra holds
+// SAFusionAllGatherMS.
+func NewSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, net netmodel.Network, warmupSteps int, opts ...SAFusionOption) (pipeline.Pipeline, error) {
+	f, _, err := newSAFusion(comm, tensors, thresholdBytes, cfg, net, warmupSteps, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
+// SAFusionAllGatherMS names, in StepMetrics.Extra, SAFusion's time in its sparse
+// allgathers in a step, in milliseconds: the communicator's time from issue to completion
+// (dist.OpStats.Time), summed over the step's allgathers, one per fusion buffer. It is
+// transfer and waiting for the other ranks together, since the communicator does not tell
+// them apart, and allgathers in flight together each count in full, so it can exceed
+// StepMetrics.Comm, their union. Alignment is meant to shorten the waiting: compare the
+// figure with and without it.
+const SAFusionAllGatherMS = "allgather_ms"
+
+// An SAFusionOption changes how NewSAFusion's pipeline runs.
+type SAFusionOption func(*saFusion)
+
+// SAFusionUnaligned turns the inter-worker alignment off: every rank sends the pairs its
+// selector picked and no padding, so the messages of a buffer may differ in length
+// between ranks, as in per-tensor sparsification, and a message is only checked not to be
+// longer than the aligned length. The aggregated gradients and the error-feedback memory
+// are the aligned pipeline's bit for bit, since padding adds zeros and clears nothing;
+// only the bytes on the wire and the time differ. With a selector that always returns k_i
+// (topk, randomk) the two modes send the same.
+func SAFusionUnaligned() SAFusionOption { return func(p *saFusion) { p.unaligned = true } }
+
 // newSAFusion is NewSAFusion that also returns the stage, for tests to watch.
-func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, net netmodel.Network, warmupSteps int) (*fusion.Fusion, *saFusion, error) {
+func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdBytes int, cfg compress.Config, net netmodel.Network, warmupSteps int, opts ...SAFusionOption) (*fusion.Fusion, *saFusion, error) {
 	if comm == nil {
 		return nil, nil, errors.New("SAFusion: no communicator")
 	}
@@ -89,6 +113,9 @@ func newSAFusion(comm dist.Communicator, tensors []pipeline.Tensor, thresholdByt
 		return nil, nil, fmt.Errorf("SAFusion: %w", err)
 	}
 	s := &saFusion{comm: comm, tensors: tensors, cfg: cfg, net: net, sel: sel, timer: newWarmupTimer(warmupSteps, len(tensors))}
+	for _, o := range opts {
+		o(s)
+	}
 	f, err := fusion.New(comm, tensors, thresholdBytes, s, true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("SAFusion: %w", err)
@@ -102,6 +129,8 @@ type saFusion struct {
 	tensors []pipeline.Tensor
 	cfg     compress.Config
 	net     netmodel.Network
+	// unaligned sends what the selector picked, without padding (SAFusionUnaligned).
+	unaligned bool
 
 	e       fusion.Engine
 	sel     compress.Selector    // selection runs on the pushing goroutine only
@@ -110,9 +139,12 @@ type saFusion struct {
 	bufs    []*alignedBuffer
 
 	timer *warmupTimer // the warm-up steps' timings of backward and selection
+	// gatherBefore is the communicator's AllGatherV time when the step's first allgather
+	// was issued; Finish reports the difference (SAFusionAllGatherMS).
+	gatherBefore time.Duration
 
 	// Test hooks, nil in use.
-	onGather func(step, buffer int, lengths []int)      // message lengths by rank, on receipt
+	onGather func(step, buffer int, ids, lengths []int) // the buffer's tensors; message lengths by rank
 	onReplan func(timings []tensorTiming, counts []int) // what the plan was made from
 }
 
@@ -140,7 +172,7 @@ func (p *saFusion) Plan(e fusion.Engine, buckets []fusion.Bucket) ([]int, bool, 
 	return parts, false, nil
 }
 
-// Process selects tensor id's k_i pairs and pads them to exactly k_i.
+// Process selects tensor id's k_i pairs and, aligned, pads them to exactly k_i.
 //
 // In timed warm-up steps it measures the tensor's backward time (see warmupTimer) and its
 // selection time as everything this call does before the tensor's pairs are ready
@@ -151,7 +183,9 @@ func (p *saFusion) Process(id int, s fusion.Slot, grad []float32) error {
 	if err := p.c.Compress(id, grad, part); err != nil {
 		return err
 	}
-	pad(part, p.c.K(len(grad)))
+	if !p.unaligned {
+		pad(part, p.c.K(len(grad)))
+	}
 	p.timer.prepared(p.e, id, start)
 	p.e.Done(s.Bucket)
 	p.timer.end(p.e)
@@ -175,22 +209,39 @@ func pad(part *compress.SparseTensor, k int) {
 	}
 }
 
-func (p *saFusion) Issue(b int) fusion.Completion { return p.bufs[b].AllGather(p.comm) }
+// Issue starts buffer b's allgather. Buffers are issued in order and nothing of this
+// step's is in flight before buffer 0's, so the step's allgather time counts from the
+// communicator's AllGatherV time then.
+func (p *saFusion) Issue(b int) fusion.Completion {
+	if b == 0 {
+		p.gatherBefore = p.comm.Stats().AllGatherV.Time
+	}
+	return p.bufs[b].AllGather(p.comm)
+}
 
-// Finish checks that every rank's message has the aligned length, scatter-averages the
-// buffers and, at the end of the warm-up, replans.
+// Finish checks the length of every rank's message, scatter-averages the buffers and, at
+// the end of the warm-up, replans. It reads the allgather time first, before the replan's
+// broadcast.
 func (p *saFusion) Finish() error {
+	// Every allgather of the step has been waited for, and a communicator has counted a
+	// collective's time by the time its Wait returns.
+	gathered := p.comm.Stats().AllGatherV.Time - p.gatherBefore
+	p.e.Meter().SetExtra(SAFusionAllGatherMS, float64(gathered)/float64(time.Millisecond))
 	step := p.e.Step()
 	density := p.cfg.DensityAt(step)
 	for b, buf := range p.bufs {
 		if p.onGather != nil {
+			ids := make([]int, len(buf.Parts))
+			for i, part := range buf.Parts {
+				ids[i] = part.ID
+			}
 			lengths := make([]int, len(buf.Received()))
 			for r, msg := range buf.Received() {
 				lengths[r] = len(msg)
 			}
-			p.onGather(step, b, lengths)
+			p.onGather(step, b, ids, lengths)
 		}
-		if err := buf.average(density); err != nil {
+		if err := buf.average(density, !p.unaligned); err != nil {
 			return fmt.Errorf("SAFusion: fusion buffer %d: %w", b, err)
 		}
 	}
@@ -253,14 +304,18 @@ func (a *alignedBuffer) wireSize(density float64) int {
 	return n
 }
 
-// average checks that every rank's message has the aligned length at density, then sets
-// the buffer's tensors to the average of all ranks' pairs (SparseBuffer.Average). A message
-// of another length is an error naming its rank; then no gradient is changed.
-func (a *alignedBuffer) average(density float64) error {
+// average checks that every rank's message has the aligned length at density, or, when
+// not aligned, at most that length, then sets the buffer's tensors to the average of all
+// ranks' pairs (SparseBuffer.Average). A message of another length is an error naming its
+// rank; then no gradient is changed.
+func (a *alignedBuffer) average(density float64, aligned bool) error {
 	want := a.wireSize(density)
 	for r, msg := range a.Received() {
-		if len(msg) != want {
+		switch {
+		case aligned && len(msg) != want:
 			return fmt.Errorf("rank %d sent %d bytes of sparse gradients, aligned buffers are %d bytes on every rank", r, len(msg), want)
+		case !aligned && len(msg) > want:
+			return fmt.Errorf("rank %d sent %d bytes of sparse gradients, more than the %d bytes of k_i pairs per tensor", r, len(msg), want)
 		}
 	}
 	return a.Average()

@@ -38,7 +38,12 @@ type Settings struct {
 	// step from samples the workers share in their allgather) or "paper" (1/(2 sqrt(k))
 	// at the start, then steps of half a percent).
 	ExDynaThreshold string `mapstructure:"exdyna-threshold" json:"exdyna_threshold" usage:"ExDyna's threshold: measured (estimated in every step from samples shared in the allgather, so the density holds from the first step) or paper (1/(2 sqrt(k)) at first, then steps of half a percent)"`
-	PowerSGDRank    int    `mapstructure:"powersgd-rank" json:"powersgd_rank" usage:"PowerSGD: rank of the approximation of each matrix-shaped gradient"`
+	// SAFusionAlign is SAFusion's inter-worker alignment: every rank pads its selection
+	// of every tensor to k_i pairs, so that a buffer's messages have one length on all
+	// ranks. Off, each rank sends what its selector picked, which differs from the aligned
+	// run only with a selector that may pick fewer (dgc, gaussiank).
+	SAFusionAlign bool `mapstructure:"safusion-align" json:"safusion_align" usage:"SAFusion: pad every rank's selection of every tensor to k_i pairs, so that a buffer's messages have one length on all ranks; --safusion-align=false sends only what the selector picked (differs only with dgc or gaussiank, which may pick fewer)"`
+	PowerSGDRank  int  `mapstructure:"powersgd-rank" json:"powersgd_rank" usage:"PowerSGD: rank of the approximation of each matrix-shaped gradient"`
 	// PowerSGDWarmupSteps are PowerSGD's first steps, allreduced densely (the DDP hook's
 	// start_powerSGD_iter).
 	PowerSGDWarmupSteps int `mapstructure:"powersgd-warmup-steps" json:"powersgd_warmup_steps" usage:"PowerSGD: first steps allreduced densely (the DDP hook's start_powerSGD_iter)"`
@@ -68,6 +73,7 @@ func DefaultSettings() Settings {
 		SelectRule:      "size",
 		SelectWorkers:   1,
 		ExDynaThreshold: "measured",
+		SAFusionAlign:   true,
 		PowerSGDRank:    2,
 		ErrorFeedback:   true,
 		SelectNS:        3,

@@ -244,7 +244,7 @@ func TestConfigJSONBeforeNewKeys(t *testing.T) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"select_rule", "error_feedback", "exdyna_threshold", "timeout"} {
+	for _, key := range []string{"select_rule", "error_feedback", "exdyna_threshold", "safusion_align", "timeout"} {
 		if _, ok := m[key]; !ok {
 			t.Fatalf("the configuration has no %s to leave out", key)
 		}

@@ -148,6 +148,7 @@ var awayFromDefault = map[string]func(*pipelines.Settings){
 	"select-workers":        func(s *pipelines.Settings) { s.SelectWorkers = 2 },
 	"density-warmup-steps":  func(s *pipelines.Settings) { s.DensityWarmupSteps = 10 },
 	"exdyna-threshold":      func(s *pipelines.Settings) { s.ExDynaThreshold = "paper" },
+	"safusion-align":        func(s *pipelines.Settings) { s.SAFusionAlign = false },
 	"powersgd-rank":         func(s *pipelines.Settings) { s.PowerSGDRank = 4 },
 	"powersgd-warmup-steps": func(s *pipelines.Settings) { s.PowerSGDWarmupSteps = 3 },
 	"momentum-correction":   func(s *pipelines.Settings) { s.MomentumCorrection = true },
