@@ -20,7 +20,9 @@ import (
 
 // Compare is an experiment's test of every seed group against a reference group.
 type Compare struct {
-	// Reference is the pipeline of the reference groups, dense in the usual case.
+	// Reference names the reference groups: a pipeline (dense, in the usual case), or
+	// KEY=VALUE for the groups whose value on the matrix axis KEY is VALUE (as it reads in
+	// the cells' folder names), such as safusion-align=true.
 	Reference string
 	// Margin is the equivalence margin: a group whose difference from the reference lies
 	// within ±Margin with 95% confidence is called equivalent. It is in accuracy points
@@ -72,12 +74,34 @@ func parseCompare(n *yaml.Node) (*Compare, error) {
 	return &Compare{Reference: raw.Reference, Margin: *raw.Margin, Figure: raw.Figure}, nil
 }
 
-// check refuses a comparison the matrix cannot make: it needs seeds to test with.
+// check refuses a comparison the matrix cannot make: it needs seeds to test with, and a
+// reference by axis names an axis and one of its values.
 func (c *Compare) check(axes []Axis) error {
 	if !slices.ContainsFunc(axes, func(a Axis) bool { return a.Key == seedKey && a.size() >= 2 }) {
 		return errors.New("a comparison tests groups of seeds: sweep seed over at least two values")
 	}
+	key, value, byAxis := strings.Cut(c.Reference, "=")
+	if !byAxis {
+		return nil
+	}
+	i := slices.IndexFunc(axes, func(a Axis) bool { return a.Key == key })
+	switch {
+	case i < 0:
+		return fmt.Errorf("reference %s: %s is not an axis of the matrix", c.Reference, key)
+	case !slices.Contains(axes[i].folders(), value):
+		return fmt.Errorf("reference %s: the axis %s has no value %s (it has %s)", c.Reference, key, value, strings.Join(axes[i].folders(), ", "))
+	}
 	return nil
+}
+
+// isReference tells whether g is one of the comparison's reference groups.
+func (c *Compare) isReference(spec *Spec, g *group) bool {
+	key, value, byAxis := strings.Cut(c.Reference, "=")
+	if !byAxis {
+		return g.pipeline() == c.Reference
+	}
+	i := slices.IndexFunc(spec.Matrix, func(a Axis) bool { return a.Key == key })
+	return i >= 0 && axisValue(spec.Matrix[i], g.all[0].cell) == value
 }
 
 // sample is a figure's values over a group's seeds, with their mean and the half-width of
@@ -188,7 +212,7 @@ func comparisons(spec *Spec, groups []*group) []comparisonRow {
 		if s := g.over(func(r result) *float64 { return r.sum.Traffic.BytesSentPerStep }); s.n > 0 {
 			row.bytes = &s.mean
 		}
-		if g.pipeline() == spec.Compare.Reference {
+		if spec.Compare.isReference(spec, g) {
 			row.problem = "the reference"
 			rows = append(rows, row)
 			continue
@@ -259,13 +283,14 @@ func (g *group) values(f func(result) *float64) []float64 {
 func referenceGroups(spec *Spec, groups []*group) ([]*group, []Axis) {
 	var refs []*group
 	for _, g := range groups {
-		if g.pipeline() == spec.Compare.Reference {
+		if spec.Compare.isReference(spec, g) {
 			refs = append(refs, g)
 		}
 	}
+	refKey, _, byAxis := strings.Cut(spec.Compare.Reference, "=")
 	var axes []Axis
 	for _, a := range spec.Matrix {
-		if a.Key == seedKey || len(refs) == 0 {
+		if a.Key == seedKey || len(refs) == 0 || (byAxis && a.Key == refKey) {
 			continue
 		}
 		first := axisValue(a, refs[0].all[0].cell)

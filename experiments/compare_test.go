@@ -71,6 +71,8 @@ func TestBadCompare(t *testing.T) {
 		{"zero margin", "compare: {reference: dense, margin: 0}\n", "positive"},
 		{"negative margin", "compare: {reference: dense, margin: -1}\n", "positive"},
 		{"unknown key", "compare: {reference: dense, margin: 0.5, alpha: 0.1}\n", `unknown key "alpha"`},
+		{"reference on no axis", "compare: {reference: align=true, margin: 1}\n", "align is not an axis"},
+		{"reference value not on its axis", "compare: {reference: pipeline=ssfusion-o, margin: 1}\n", "has no value ssfusion-o"},
 		{"unknown figure", "compare: {reference: dense, margin: 0.5, figure: speed}\n", "compare accuracy or throughput"},
 		{"not a mapping", "compare: dense\n", "want {reference"},
 	} {
@@ -231,5 +233,54 @@ matrix:
 	}
 	if strings.Contains(md, "accuracy-traffic") {
 		t.Error("a throughput comparison drew an accuracy chart")
+	}
+}
+
+// TestReferenceByAxis: a reference named KEY=VALUE is the group of that value on each
+// setting of the other axes: here every selector's unaligned group against its aligned one.
+func TestReferenceByAxis(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Parse([]byte(`
+name: align
+compare: {reference: safusion-align=true, margin: 5, figure: throughput}
+base: {workers: 2, pipeline: safusion}
+matrix:
+  selector: [dgc, gaussiank]
+  safusion-align: [true, false]
+  seed: [1, 2]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	speeds := map[string][]float64{
+		"selector-dgc_safusion-align-true": {100, 102}, "selector-dgc_safusion-align-false": {80, 82},
+		"selector-gaussiank_safusion-align-true": {50, 52}, "selector-gaussiank_safusion-align-false": {50, 52},
+	}
+	seen := map[string]int{}
+	for _, c := range cells {
+		i := seen[c.Group]
+		seen[c.Group]++
+		acc := 0.9
+		put(t, c, trainer.Summary{Config: c.Config, ResultsVersion: trainer.ResultsVersion, Complete: true, Steps: 60, Workers: 2,
+			Eval: trainer.Eval{Accuracy: &acc}, Throughput: trainer.Throughput{SamplesPerS: speeds[c.Group][i]}})
+		writeMetrics(t, c.Config.Out, "eval,60,1,10,,,,,,,,,,,,,0.9,0.3,\n")
+	}
+	md, err := Report(s, cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## Against safusion-align=true",
+		"| selector-dgc_safusion-align-true | 2 | 101.00 [", "| the reference |",
+		"| selector-dgc_safusion-align-false | 2 | 81.00 [68.29, 93.71] | - | -20.00 [",
+		"| selector-gaussiank_safusion-align-false | 2 | 51.00 [", "| +0.00 [",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
 	}
 }

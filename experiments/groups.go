@@ -250,6 +250,46 @@ func writeGroupSpeedTable(b *strings.Builder, groups []*group) {
 	b.WriteString("\nSamples/s is the mean ± the standard deviation over the seeds, the other columns the means. Steps overlap computation and communication, so the parts of a step can add up to more than its total.\n\n")
 }
 
+// writeGroupExtras writes the pipeline-specific figures the groups' cells report (such as
+// SAFusion's allgather time or ExDyna's index bytes), each group's mean with its 95%
+// interval; nothing when no cell reports one.
+func writeGroupExtras(b *strings.Builder, groups []*group) {
+	var keys []string
+	for _, g := range groups {
+		for _, r := range g.counted {
+			for k := range r.sum.Extra {
+				if !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	slices.Sort(keys)
+	b.WriteString("## Pipeline-specific figures\n\nEach figure a pipeline reports beyond the common ones, averaged over each run's steps: the mean over the seeds with its 95% confidence interval.\n\n")
+	b.WriteString("| group | seeds | " + strings.Join(keys, " | ") + " |\n|---|---|" + strings.Repeat("---|", len(keys)) + "\n")
+	for _, g := range groups {
+		cells := make([]string, len(keys))
+		reported := false
+		for i, k := range keys {
+			s := newSample(g.values(func(r result) *float64 {
+				if v, ok := r.sum.Extra[k]; ok {
+					return &v
+				}
+				return nil
+			}))
+			cells[i] = s.interval("")
+			reported = reported || len(s.xs) > 0
+		}
+		if reported {
+			fmt.Fprintf(b, "| %s | %s | %s |\n", g.name, g.seeds(), strings.Join(cells, " | "))
+		}
+	}
+	b.WriteString("\n")
+}
+
 // agree says whether the ranks agreed in every counted seed that checked.
 func (g *group) agree() string {
 	var checked *bool

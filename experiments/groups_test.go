@@ -66,7 +66,8 @@ func TestSeededReport(t *testing.T) {
 			FinalLoss: f(sd.loss), Eval: trainer.Eval{Accuracy: f(sd.acc)},
 			Throughput:  trainer.Throughput{SamplesPerS: sd.sps, StepMS: trainer.StepMS{Total: 100, Compute: 50, Comm: sd.comm}},
 			Traffic:     trainer.Traffic{BytesSentPerStep: f(1000 * sd.sps)},
-			Consistency: trainer.Consistency{ParamChecksumEqual: &yes}}
+			Consistency: trainer.Consistency{ParamChecksumEqual: &yes},
+			Extra:       map[string]float64{"allgather_ms": sd.comm}}
 		if !sd.complete {
 			sum.Steps = 120
 		}
@@ -94,6 +95,7 @@ func TestSeededReport(t *testing.T) {
 		"| pipeline-ssfusion | n=2 of 3 | 300 | 90.00 ± 1.41% | 90.00 ± 1.41% | 0.2500 ± 0.0707 | 1/2 reached |",
 		"| pipeline-dense | n=3 | 44.0 ± 4.0 | 1.00x | 100.0, 50.0, 0.0, 40.0, 0.0 | 44.0 KB | - | - | yes |",
 		"| pipeline-ssfusion | n=2 of 3 | 90.0 ± 2.8 | 2.05x | 100.0, 50.0, 0.0, 10.0, 0.0 | 90.0 KB | - | - | yes |",
+		"## Pipeline-specific figures", "| group | seeds | allgather_ms |", "| pipeline-dense | n=3 | 40.00 [15.16, 64.84] |", "| pipeline-ssfusion | n=2 of 3 | 10.00 [10.00, 10.00] |",
 		"## Per seed", "### Accuracy, per seed",
 		"| pipeline-ssfusion_seed-3 (stopped at step 120) | 120 | 50.00% |",
 		"| pipeline-ssfusion_seed-2 | 92.0 | 2.09x |",

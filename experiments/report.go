@@ -146,6 +146,7 @@ func render(spec *Spec, results []result) string {
 		writeComparison(&b, spec, rows, tradeoffFigures(spec, groups, rows), groups[0].all[0].cell.Config.IsLanguageModel())
 	}
 	writeGroupSpeedTable(&b, groups)
+	writeGroupExtras(&b, groups)
 	writePlots(&b, results)
 	b.WriteString("\n## Per seed\n\n")
 	writeQualityTable(&b, "### Accuracy, per seed", spec, results)
