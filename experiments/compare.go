@@ -466,13 +466,19 @@ func comparisonCSV(rows []comparisonRow, margin float64) []byte {
 	return []byte(b.String())
 }
 
-// writeComparisonFiles writes comparison.csv and the accuracy-against-traffic charts of an
-// experiment that compares its groups.
+// writeComparisonFiles writes groups.csv, each seed group's figures, and for an experiment
+// that compares its groups comparison.csv and the accuracy-against-traffic charts.
 func writeComparisonFiles(spec *Spec, results []result, dir string) error {
-	if spec.Compare == nil || !seeded(results) {
+	if !seeded(results) {
 		return nil
 	}
 	groups := groupResults(results)
+	if err := atomicfile.Write(filepath.Join(dir, "groups.csv"), groupsCSV(groups)); err != nil {
+		return err
+	}
+	if spec.Compare == nil {
+		return nil
+	}
 	rows := comparisons(spec, groups)
 	if err := atomicfile.Write(filepath.Join(dir, "comparison.csv"), comparisonCSV(rows, spec.Compare.Margin)); err != nil {
 		return err

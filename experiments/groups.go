@@ -1,9 +1,11 @@
 package experiments
 
 import (
+	"encoding/csv"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/gonum/stat"
@@ -300,4 +302,91 @@ func (g *group) agree() string {
 		}
 	}
 	return agree(checked)
+}
+
+// groupsCSV is every seed group's figures as a table for other tools (the quoted figures of
+// the documentation among them): per figure the mean over the counted seeds, and for
+// accuracy and throughput the ends of the mean's 95% interval too. A figure no seed has is
+// empty.
+func groupsCSV(groups []*group) []byte {
+	var extras []string
+	for _, g := range groups {
+		for _, r := range g.counted {
+			for k := range r.sum.Extra {
+				if !slices.Contains(extras, k) {
+					extras = append(extras, k)
+				}
+			}
+		}
+	}
+	slices.Sort(extras)
+	figures := []struct {
+		name     string
+		interval bool
+		of       func(result) *float64
+	}{
+		{"accuracy", true, func(r result) *float64 { return scaled(r.sum.Eval.Accuracy, 100) }},
+		{"perplexity", false, func(r result) *float64 { return r.sum.Eval.Perplexity }},
+		{"best", false, func(r result) *float64 { return r.best }},
+		{"final_loss", false, func(r result) *float64 { return r.sum.FinalLoss }},
+		{"samples_per_s", true, func(r result) *float64 { return &r.sum.Throughput.SamplesPerS }},
+		{"step_ms", false, func(r result) *float64 { return &r.sum.Throughput.StepMS.Total }},
+		{"compute_ms", false, func(r result) *float64 { return &r.sum.Throughput.StepMS.Compute }},
+		{"selection_ms", false, func(r result) *float64 { return &r.sum.Throughput.StepMS.Sparsify }},
+		{"comm_ms", false, func(r result) *float64 { return &r.sum.Throughput.StepMS.Comm }},
+		{"wait_ms", false, func(r result) *float64 { return &r.sum.Throughput.StepMS.Wait }},
+		{"bytes_sent_per_step", false, func(r result) *float64 { return r.sum.Traffic.BytesSentPerStep }},
+		{"density_achieved", false, func(r result) *float64 { return r.sum.Sparsity.DensityAchieved }},
+		{"tensors_missing_per_step", false, func(r result) *float64 { return r.sum.Sparsity.TensorsMissingPerStep }},
+		{"partition_imbalance", false, func(r result) *float64 { return r.sum.Sparsity.PartitionImbalance }},
+	}
+	for _, k := range extras {
+		figures = append(figures, struct {
+			name     string
+			interval bool
+			of       func(result) *float64
+		}{k, false, func(r result) *float64 {
+			if v, ok := r.sum.Extra[k]; ok {
+				return &v
+			}
+			return nil
+		}})
+	}
+	header := []string{"group", "pipeline", "seeds"}
+	for _, f := range figures {
+		header = append(header, f.name)
+		if f.interval {
+			header = append(header, f.name+"_ci_low", f.name+"_ci_high")
+		}
+	}
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	w.Write(header)
+	num := func(v float64) string {
+		if math.IsNaN(v) {
+			return ""
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	for _, g := range groups {
+		rec := []string{g.name, g.pipeline(), strconv.Itoa(len(g.counted))}
+		for _, f := range figures {
+			s := newSample(g.values(f.of))
+			rec = append(rec, num(s.mean))
+			if f.interval {
+				rec = append(rec, num(s.mean-s.half), num(s.mean+s.half))
+			}
+		}
+		w.Write(rec)
+	}
+	w.Flush()
+	return []byte(b.String())
+}
+
+// scaled is v times k, or nil.
+func scaled(v *float64, k float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	return ptr(k * *v)
 }

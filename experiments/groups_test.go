@@ -104,6 +104,20 @@ func TestSeededReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
+	csv, err := os.ReadFile(filepath.Join(out, "groups.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"group,pipeline,seeds,accuracy,accuracy_ci_low,accuracy_ci_high,perplexity,best,final_loss,samples_per_s,samples_per_s_ci_low,samples_per_s_ci_high,step_ms,",
+		",allgather_ms\n",
+		"pipeline-dense,dense,3,92,87.03",
+		"pipeline-ssfusion,ssfusion,2,90,77.29",
+	} {
+		if !strings.Contains(string(csv), want) {
+			t.Errorf("groups.csv lacks %q:\n%s", want, csv)
+		}
+	}
 	// The groups come before the cells of each seed.
 	if strings.Index(md, "| pipeline-dense | n=3 |") > strings.Index(md, "## Per seed") {
 		t.Errorf("the groups' tables follow the per-seed ones:\n%s", md)
