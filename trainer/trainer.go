@@ -209,7 +209,11 @@ func newRun(cfg *Config, opts Options) (*run, error) {
 	spec := d.spec
 	spec.Arch, spec.BatchSize, spec.Seed, spec.WidthMult = cfg.Model, cfg.BatchSize, cfg.Seed, cfg.Width
 	spec.SeqLen, spec.HSize, spec.Layers, spec.Dropout = cfg.SeqLen, cfg.Hidden, cfg.Layers, cfg.Dropout
-	spec.Hidden = cfg.MLPHidden
+	if len(cfg.MLPHidden) > 0 {
+		// An empty list from a flag or a file means the default layers, which only a nil
+		// Hidden gives: an empty one would build the MLP with none.
+		spec.Hidden = cfg.MLPHidden
+	}
 	model, err := nets.New(spec)
 	if err != nil {
 		return nil, fmt.Errorf("building %s: %w", cfg.Model, err)

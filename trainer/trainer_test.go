@@ -593,3 +593,27 @@ func TestRanksDisagreeingOnTheJobFail(t *testing.T) {
 		})
 	}
 }
+
+// TestMLPHidden: without --mlp-hidden, or with an empty list, the MLP has its one default
+// hidden layer of 128; with sizes, those layers.
+func TestMLPHidden(t *testing.T) {
+	for _, tc := range []struct {
+		hidden []int
+		params int
+	}{
+		{nil, 784*128 + 128 + 128*10 + 10},
+		{[]int{}, 784*128 + 128 + 128*10 + 10},
+		{[]int{64, 32}, 784*64 + 64 + 64*32 + 32 + 32*10 + 10},
+	} {
+		cfg := quick(t, "mlp", "mnist", 1)
+		cfg.MLPHidden = tc.hidden
+		r, err := newRun(&cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.numParams(); got != tc.params {
+			t.Errorf("mlp-hidden %v: %d parameters, want %d", tc.hidden, got, tc.params)
+		}
+		r.close()
+	}
+}
