@@ -43,17 +43,21 @@ import (
 // faster than any rule of small steps follows. So by default the common threshold is
 // measured in every step, with no collective added.
 //
-// Each partition j has a share f_j of the k elements (1/P at first). Worker r estimates
-// from a sample of its partition (compress.KthEstimator) the magnitude of its f_j·k-th
-// largest accumulated element, selects at that estimate, and puts its sample's histogram
-// of magnitudes in its allgather message. Afterwards every rank finds, from all the
-// histograms together, the common threshold tau that k elements reach
-// (compress.ThresholdFor), and sets each share f_j to the part of those k elements that
-// partition j holds (compress.Histogram.Above). So each step selects about k elements
-// where one common threshold would have (the shares are one step old; the levels are the
-// step's own), the partitions' loads differ as under the paper's common threshold, and
-// the boundaries move to even them out. ExDynaPaperThreshold restores the paper's start
-// and rule.
+// Each partition j has a share f_j of the k elements (1/P at first), apportioned into
+// whole numbers, its quota, that add up to k. Worker r estimates from a sample of its
+// partition (compress.KthEstimator) the magnitude of the quota-th largest accumulated
+// element, selects at that estimate (of the elements tied at it, only as many as the
+// quota needs), and puts its sample's histogram of magnitudes in its allgather message.
+// Afterwards every rank finds, from all the histograms together, the common threshold
+// tau that k elements reach (compress.ThresholdFor), and sets each share f_j to the part
+// of those k elements that partition j holds (compress.Histogram.Above). So each step
+// selects about k elements where one common threshold would have (the shares are one
+// step old; the levels are the step's own), and the boundaries move to even out the
+// partitions' loads. Under error feedback the shares lag more than a step's drift: they
+// favour the partition whose largest elements the step before selected and cleared, so a
+// partition can take nearly all of k in one step and little in the next. The number
+// selected holds; only the loads differ more than under the paper's common threshold.
+// ExDynaPaperThreshold restores the paper's start and rule.
 //
 // ExDyna sends one message per step whatever the fusion buffers, so it is not built on the
 // fusion engine but on one flat memory (flatGradient, shared with Ok-Topk). It takes no
@@ -378,15 +382,17 @@ func paperStart(k int) float64 { return 1 / (2 * math.Sqrt(float64(k))) }
 // appendSelection appends to dst the message of a worker selecting in partition part of
 // step, whose target is k elements over all partitions: the indices whose accumulated
 // magnitude reaches tau, or when measuring the histogram of its sample and the indices
-// that reach its estimate of the magnitude of the partition's share of k (every non-zero
-// one when fewer are non-zero, none when its share is none). It also returns how many
-// elements the measurement sampled. float32(tau) may round, identically on every rank.
+// that reach its estimate of the magnitude of the partition's quota of k (every non-zero
+// one when fewer are non-zero, none when its quota is none), less those tied at the
+// estimate that would take it past its quota. It also returns how many elements the
+// measurement sampled. float32(tau) may round, identically on every rank.
 func (x *ExDyna) appendSelection(dst []byte, step uint64, part, k int) ([]byte, int) {
 	lo, hi := x.topo.span(part)
 	tau, sampled := float32(x.tau), 0
+	share := 0
 	var h compress.Histogram
 	if !x.paper {
-		share := int(math.Round(x.shares[part] * float64(k)))
+		share = x.quota(part, k)
 		if share > 0 {
 			tau, sampled = x.kth.Estimate(x.flat[lo:hi], share)
 			tau = max(tau, math.SmallestNonzeroFloat32)
@@ -410,8 +416,76 @@ func (x *ExDyna) appendSelection(dst []byte, step uint64, part, k int) ([]byte, 
 	}
 	body := len(dst)
 	dst = compress.AppendAtLeast(dst, x.flat[lo:hi], lo, tau)
+	if share > 0 {
+		dst = dst[:body+len(x.dropTies(dst[body:], share, tau))]
+	}
 	binary.LittleEndian.PutUint32(dst[12:], uint32((len(dst)-body)/4))
 	return dst, sampled
+}
+
+// quota is partition part's whole number of the k elements when measuring: the shares
+// apportioned by largest remainder (the lower partition first among equal ones), so that
+// the quotas add up to k. Rounding each share alone would not: with k of the order of the
+// number of partitions, every share of k can round up, or every one down. Every rank
+// computes the same quotas from the same shares.
+func (x *ExDyna) quota(part, k int) int {
+	split := func(j int) (int, float64) {
+		q := x.shares[j] * float64(k)
+		return int(q), q - math.Floor(q)
+	}
+	left := k
+	for j := range x.shares {
+		n, _ := split(j)
+		left -= n
+	}
+	// The remaining elements go one each to the partitions of the largest remainders.
+	mine, rem := split(part)
+	before := 0
+	for j := range x.shares {
+		if _, f := split(j); f > rem || (f == rem && j < part) {
+			before++
+		}
+	}
+	if rem > 0 && before < left {
+		return mine + 1
+	}
+	return mine
+}
+
+// dropTies returns sel, little-endian uint32 indices into the flattened gradient whose
+// magnitudes reach tau, with as many of those exactly at tau removed, the last first, as
+// it takes to come down to want. A measured tau is the magnitude of one element, and a
+// constant input (the normalised background of images) gives whole groups of elements
+// one magnitude, step after step under error feedback; selecting every element tied at
+// tau would send several times the target. The tied elements left out keep their memory
+// for a later step. sel is modified.
+func (x *ExDyna) dropTies(sel []byte, want int, tau float32) []byte {
+	excess := len(sel)/4 - want
+	if excess <= 0 {
+		return sel
+	}
+	key := math.Float32bits(tau)
+	tied := func(b []byte) bool {
+		return math.Float32bits(x.flat[binary.LittleEndian.Uint32(b)])&^(1<<31) == key
+	}
+	ties := 0
+	for b := sel; len(b) > 0; b = b[4:] {
+		if tied(b) {
+			ties++
+		}
+	}
+	keep := ties - min(ties, excess)
+	out := sel[:0]
+	for b := sel; len(b) > 0; b = b[4:] {
+		if tied(b) {
+			if keep == 0 {
+				continue
+			}
+			keep--
+		}
+		out = append(out, b[:4]...)
+	}
+	return out
 }
 
 // formUnion checks every rank's message and concatenates their indices in partition order,

@@ -662,3 +662,105 @@ func TestExDynaRefusesBadMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestExDynaHoldsDensity: the measured threshold sends the target density in every step
+// from the first, within 20% (and 10% on average), on gradients shaped like those of the
+// models the trainer offers: many elements tied at one magnitude at the threshold (a layer
+// fed by a constant input, such as an image's normalised background), gradients mostly of
+// exact zeros (an embedding whose rows few tokens touch), one tensor that holds nearly all
+// elements, and a model so small that k is of the order of the number of workers. Where
+// a partition holds fewer non-zero elements than its share of k, the first step, whose
+// shares are even for want of a measurement, sends less; from the second on, the density
+// holds there too.
+func TestExDynaHoldsDensity(t *testing.T) {
+	const density, steps = 0.01, 30
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+		grads func(rank, step int) [][]float32
+		from  int // the first step held to the target
+	}{
+		{"normal", []int{60000, 500, 39500}, scaled([]int{60000, 500, 39500}, 0.01), 0},
+		{"ties spread over the partitions", []int{60000, 40000}, tiedGrads(60000, 40000, func(i int) bool { return i%20 == 0 }), 0},
+		{"ties in one partition", []int{60000, 40000}, tiedGrads(60000, 40000, func(i int) bool { return i < 3000 }), 0},
+		{"mostly exact zeros", []int{80000, 20000}, sparseRowGrads(80000, 20000), 1},
+		{"one tensor holds nearly all", []int{7, 97000, 1, 2992}, pipelinetest.Normal([]int{7, 97000, 1, 2992}, []float32{1, 0.001, 1, 0.01}), 0},
+		{"k of the order of the workers", []int{300, 20}, scaled([]int{300, 20}, 0.01), 0},
+		{"small model", []int{1500, 30, 10}, scaled([]int{1500, 30, 10}, 0.01), 0},
+	} {
+		n := 0
+		for _, s := range tc.sizes {
+			n += s
+		}
+		k := compress.KFor(n, density)
+		for _, world := range []int{2, 4} {
+			res, err := pipelinetest.Run(world, tc.sizes, nil, steps, tc.grads, exdynaFactory(compress.Config{Density: density}))
+			if err != nil {
+				t.Fatalf("%s, %d workers: %v", tc.name, world, err)
+			}
+			if err := pipelinetest.CheckRanksAgree(res); err != nil {
+				t.Fatalf("%s, %d workers: %v", tc.name, world, err)
+			}
+			mean := 0.0
+			for s, m := range res[0].Metrics {
+				sent := m.DensityAchieved * float64(n)
+				mean += sent / steps
+				if s >= tc.from && math.Abs(sent-float64(k)) > 0.2*float64(k) {
+					t.Errorf("%s, %d workers: step %d sent %.0f elements, target %d", tc.name, world, s, sent, k)
+				}
+			}
+			if math.Abs(mean/float64(k)-1) > 0.1 {
+				t.Errorf("%s, %d workers: %.1f elements sent per step, target %d", tc.name, world, mean, k)
+			}
+		}
+	}
+}
+
+// tiedGrads is a gradient source of a first tensor of n elements, where a few large
+// elements lie above a large group tied at one magnitude (the elements tie picks), which
+// holds the threshold, and the rest is small noise, followed by m elements of small noise.
+// The tied group stays tied under error feedback, as every step adds the same to it.
+func tiedGrads(n, m int, tie func(i int) bool) func(rank, step int) [][]float32 {
+	return func(rank, step int) [][]float32 {
+		rng := rand.New(rand.NewPCG(uint64(rank)+1, uint64(step)+1))
+		g := [][]float32{make([]float32, n), make([]float32, m)}
+		for i := range g[0] {
+			switch {
+			case tie(i):
+				g[0][i] = 0.5
+				if i%3 == 0 {
+					g[0][i] = -0.5
+				}
+			case i%100 == 1:
+				g[0][i] = 5 + float32(rng.NormFloat64())
+			default:
+				g[0][i] = 0.01 * float32(rng.NormFloat64())
+			}
+		}
+		for i := range g[1] {
+			g[1][i] = 0.01 * float32(rng.NormFloat64())
+		}
+		return g
+	}
+}
+
+// sparseRowGrads is a gradient source like a language model's: an embedding of n elements
+// in rows of 100, of which each rank's step touches 8 random rows with large values and
+// leaves the rest exactly zero, followed by m elements of small dense noise.
+func sparseRowGrads(n, m int) func(rank, step int) [][]float32 {
+	const row = 100
+	return func(rank, step int) [][]float32 {
+		rng := rand.New(rand.NewPCG(uint64(rank)+1, uint64(step)+1))
+		g := [][]float32{make([]float32, n), make([]float32, m)}
+		for range 8 {
+			r := rng.IntN(n / row)
+			for i := r * row; i < (r+1)*row; i++ {
+				g[0][i] = float32(rng.NormFloat64())
+			}
+		}
+		for i := range g[1] {
+			g[1][i] = 0.01 * float32(rng.NormFloat64())
+		}
+		return g
+	}
+}
