@@ -1,15 +1,18 @@
 // Command reproduce regenerates the whole reproduction under results/ at one source
-// revision: it builds the program once from the checkout's committed HEAD, then runs every
-// experiment, simulation and map with that one binary, so that every summary, simulation
-// and map point records the same revision.
+// revision: it checks that revision out in a worktree of its own, builds the program there
+// once, and runs every experiment, simulation and map from that worktree with that binary,
+// its results written into this checkout's results/. Every summary, simulation and map
+// point then records the same revision, and the experiment files and scripts are that
+// revision's too, whatever is committed meanwhile (results, documentation).
 //
-//	go run ./tools/reproduce            # everything still to do at this revision
+//	go run ./tools/reproduce            # go on with the reproduction under way, or start one at HEAD
 //	go run ./tools/reproduce -list      # the steps, their estimated cost and state
 //	go run ./tools/reproduce -only headline,exdyna
+//	go run ./tools/reproduce -restart   # a new reproduction at HEAD
 //
-// It is resumable: results/reproduce.json records each step's revision and state, a step
-// finished at this revision is skipped, and one interrupted at this revision goes on where
-// its own command stopped (every run and map resumes). A step whose folder holds results of
+// It is resumable: results/reproduce.json records the revision and each step's state, a
+// step finished at that revision is skipped, and one interrupted goes on where its own
+// command stopped (every run and map resumes). A step whose folder holds results of
 // another revision starts afresh: the old folder is moved to results/.previous/ (which git
 // ignores) rather than deleted. Before each step it prints the step, the time spent and an
 // estimate of the time left, from each step's cost on the last run here (or the estimate
@@ -109,16 +112,17 @@ const stateFile = "results/reproduce.json"
 func main() {
 	list := flag.Bool("list", false, "list the steps, their estimated cost and their state, and stop")
 	only := flag.String("only", "", "comma-separated steps to run (default: every step)")
+	restart := flag.Bool("restart", false, "start a new reproduction at HEAD instead of going on with the one under way")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := reproduce(ctx, *list, *only); err != nil {
+	if err := reproduce(ctx, *list, *only, *restart); err != nil {
 		fmt.Fprintln(os.Stderr, "reproduce:", err)
 		os.Exit(1)
 	}
 }
 
-func reproduce(ctx context.Context, list bool, only string) error {
+func reproduce(ctx context.Context, list bool, only string, restart bool) error {
 	all := steps()
 	chosen, err := choose(all, only)
 	if err != nil {
@@ -128,18 +132,22 @@ func reproduce(ctx context.Context, list bool, only string) error {
 	if err != nil {
 		return err
 	}
-	rev, err := headRevision()
-	if err != nil {
-		return err
+	rev := st.Revision
+	if rev == "" || restart {
+		if rev, err = headRevision(); err != nil {
+			return err
+		}
+		if !list {
+			if err := checkClean(); err != nil {
+				return err
+			}
+		}
 	}
 	if list {
 		printSteps(chosen, st, rev)
 		return nil
 	}
-	if err := checkClean(); err != nil {
-		return err
-	}
-	bin, err := build(rev)
+	tree, bin, err := prepare(rev)
 	if err != nil {
 		return err
 	}
@@ -151,7 +159,7 @@ func reproduce(ctx context.Context, list bool, only string) error {
 		}
 		fmt.Printf("\n== [%d/%d] %s: %s spent, about %s left; %s\n", i+1, len(chosen), s.name,
 			roundDuration(time.Since(start)), roundDuration(remaining(chosen[i:], st, rev)), s.command())
-		if err := runStep(ctx, s, bin, rev, st); err != nil {
+		if err := runStep(ctx, s, tree, bin, rev, st); err != nil {
 			return fmt.Errorf("step %s: %w", s.name, err)
 		}
 	}
@@ -226,31 +234,60 @@ func checkClean() error {
 	return nil
 }
 
-// build compiles revision rev into bin/ (ignored by git), in a clean worktree of its own so
-// that the build is stamped with the revision and never marked modified by the results the
-// steps write; a binary of this revision already there is used as it is.
-func build(rev string) (string, error) {
-	bin, err := filepath.Abs(filepath.Join("bin", "ssfusion-"+rev[:12]))
+// prepare makes the worktree of revision rev under bin/ (ignored by git) and builds the
+// program there, stamped with the revision; then it links the worktree's results/ and data/
+// to this checkout's, so that the steps, run in the worktree, read this checkout's data and
+// write its results. It returns the worktree and the binary; both are reused when there.
+func prepare(rev string) (tree, bin string, err error) {
+	short := rev[:12]
+	if tree, err = filepath.Abs(filepath.Join("bin", "tree-"+short)); err != nil {
+		return "", "", err
+	}
+	if bin, err = filepath.Abs(filepath.Join("bin", "ssfusion-"+short)); err != nil {
+		return "", "", err
+	}
+	if _, err := os.Stat(tree); errors.Is(err, os.ErrNotExist) {
+		fmt.Printf("checking out revision %s in %s\n", rev, tree)
+		if err := runQuiet("", "git", "worktree", "add", "--detach", tree, rev); err != nil {
+			return "", "", err
+		}
+	}
+	if _, err := os.Stat(bin); errors.Is(err, os.ErrNotExist) {
+		// Built before results/ and data/ are linked: git would call the tree modified.
+		fmt.Printf("building revision %s into %s\n", rev, bin)
+		if err := runQuiet(tree, "go", "build", "-buildvcs=true", "-o", bin+".tmp", "."); err != nil {
+			return "", "", err
+		}
+		if err := os.Rename(bin+".tmp", bin); err != nil {
+			return "", "", err
+		}
+	}
+	for _, dir := range []string{"results", "data"} {
+		if err := linkInto(tree, dir); err != nil {
+			return "", "", err
+		}
+	}
+	return tree, bin, nil
+}
+
+// linkInto makes tree/dir a link to this checkout's dir (created if missing), replacing
+// what the checkout of the revision put there.
+func linkInto(tree, dir string) error {
+	target, err := filepath.Abs(dir)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return err
 	}
-	tree, err := os.MkdirTemp("", "reproduce-worktree-")
-	if err != nil {
-		return "", err
+	link := filepath.Join(tree, dir)
+	if dest, err := os.Readlink(link); err == nil && dest == target {
+		return nil
 	}
-	defer os.RemoveAll(tree)
-	fmt.Printf("building revision %s into %s\n", rev, bin)
-	if err := runQuiet("", "git", "worktree", "add", "--detach", tree, rev); err != nil {
-		return "", err
+	if err := os.RemoveAll(link); err != nil {
+		return err
 	}
-	defer runQuiet("", "git", "worktree", "remove", "--force", tree)
-	if err := runQuiet(tree, "go", "build", "-buildvcs=true", "-o", bin+".tmp", "."); err != nil {
-		return "", err
-	}
-	return bin, os.Rename(bin+".tmp", bin)
+	return os.Symlink(target, link)
 }
 
 // runQuiet runs a command in dir, showing its output only when it fails.
@@ -270,7 +307,7 @@ func done(st *state, s step, rev string) bool {
 
 // runStep runs one step, moving aside the folder of another revision's results first, and
 // records its state before and after.
-func runStep(ctx context.Context, s step, bin, rev string, st *state) error {
+func runStep(ctx context.Context, s step, tree, bin, rev string, st *state) error {
 	ss := st.Steps[s.name]
 	if ss == nil || ss.Revision != rev {
 		if err := moveAside(s, ss); err != nil {
@@ -284,8 +321,7 @@ func runStep(ctx context.Context, s step, bin, rev string, st *state) error {
 		return err
 	}
 	began := time.Now()
-	cmd := s.cmd(ctx, bin)
-	err := cmd.Run()
+	err := s.cmd(ctx, tree, bin).Run()
 	ss.Seconds += time.Since(began).Seconds()
 	if err == nil {
 		ss.Finished = time.Now()
@@ -325,15 +361,17 @@ func (s step) command() string {
 	return "ssfusion " + strings.Join(s.args, " ")
 }
 
-// cmd is the step's process: the binary, or a script told to use it through SSF_BIN.
-func (s step) cmd(ctx context.Context, bin string) *exec.Cmd {
+// cmd is the step's process in the worktree tree: the binary, or the worktree's script
+// told to use it through SSF_BIN.
+func (s step) cmd(ctx context.Context, tree, bin string) *exec.Cmd {
 	var cmd *exec.Cmd
 	if strings.HasPrefix(s.args[0], "tools/") {
-		cmd = exec.CommandContext(ctx, s.args[0], s.args[1:]...)
+		cmd = exec.CommandContext(ctx, filepath.Join(tree, s.args[0]), s.args[1:]...)
 		cmd.Env = append(os.Environ(), "SSF_BIN="+bin)
 	} else {
 		cmd = exec.CommandContext(ctx, bin, s.args...)
 	}
+	cmd.Dir = tree
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// An interrupt reaches the step's own process group through the terminal; give it time
 	// to save what it has.

@@ -71,3 +71,27 @@ func TestMoveAside(t *testing.T) {
 		t.Errorf("no folder to move: %v", err)
 	}
 }
+
+// TestLinkInto: the worktree's folder becomes a link to the checkout's, whatever it held,
+// and linking again changes nothing.
+func TestLinkInto(t *testing.T) {
+	t.Chdir(t.TempDir())
+	tree := "tree"
+	if err := os.MkdirAll(filepath.Join(tree, "results", "old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := linkInto(tree, "results"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tree, "results", "new.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join("results", "new.txt")); err != nil {
+		t.Errorf("a file written through the worktree's results/ is not in the checkout's: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(tree, "results", "old")); !os.IsNotExist(err) {
+		t.Errorf("the worktree's own results are still there: %v", err)
+	}
+}
