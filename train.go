@@ -84,6 +84,11 @@ func loadConfig(flags *pflag.FlagSet) (trainer.Config, error) {
 	if err := v.UnmarshalExact(&cfg, viper.DecodeHook(trainer.DecodeHook())); err != nil {
 		return trainer.Config{}, usage(fmt.Errorf("configuration: %w", err))
 	}
+	if len(cfg.MLPHidden) == 0 {
+		// An unset list reads back as the nil the defaults hold, not as an empty one, so
+		// that a configuration written and read again compares equal.
+		cfg.MLPHidden = nil
+	}
 	return cfg, nil
 }
 
