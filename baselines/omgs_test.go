@@ -2,6 +2,7 @@ package baselines
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -96,6 +97,96 @@ func TestOMGSReplansAndKeepsResiduals(t *testing.T) {
 			t.Errorf("tensor %v: applied plus residual is %.2g away from the sum of the gradients", shapes[id], e)
 		}
 	}
+}
+
+// TestOMGSMatchesTopKAcrossRegrouping compares OMGS-SGD, step by step, with a direct
+// computation of top-k with error feedback over its groups: the warm-up's buffers until the
+// re-plan, the merge plan after it. A residual the re-plan dropped, or moved to another
+// element, would change a later step's selection or values. Both directions are checked:
+// one warm-up buffer split into a group per tensor (what a link without start-up cost
+// plans) and a buffer per tensor merged into one group.
+func TestOMGSMatchesTopKAcrossRegrouping(t *testing.T) {
+	sizes := []int{3000, 16, 700, 5, 240}
+	grads := pipelinetest.Normal(sizes, []float32{1, 4, 0.5, 8, 2})
+	const world, warmup, steps, density = 2, 3, 7, 0.05
+	all := [][]int{{0, 1, 2, 3, 4}}
+	each := [][]int{{0}, {1}, {2}, {3}, {4}}
+	for _, tc := range []struct {
+		name          string
+		threshold     int
+		net           netmodel.Network
+		before, after [][]int
+		plan          []int
+	}{
+		{"one buffer split", 1 << 20, freeLink, all, each, []int{1, 1, 1, 1, 1}},
+		{"buffers merged", 4, slowLink, each, all, []int{5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := compress.Config{Density: density, Selector: "topk"}
+			var plans [][]int
+			res, err := pipelinetest.Run(world, sizes, nil, steps, grads, omgsFactory(tc.threshold, cfg, tc.net, warmup, &plans))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plans) != 1 || !slices.Equal(plans[0], tc.plan) {
+				t.Fatalf("plans %v, want one plan %v", plans, tc.plan)
+			}
+			want := regroupedTopK(world, steps, sizes, grads, tc.before, tc.after, warmup, density)
+			if err := pipelinetest.CheckReference(res, want, 1e-6); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// regroupedTopK is pipelinetest.TopKReference for groups that change: steps before
+// switchAt select within the groups before, later steps within after, and each rank's
+// residual carries over element by element. Indexed by step, tensor and element.
+func regroupedTopK(world, steps int, sizes []int, grads func(rank, step int) [][]float32, before, after [][]int, switchAt int, density float64) [][][]float64 {
+	type element struct{ tensor, index int }
+	residual := make([][][]float32, world)
+	for r := range residual {
+		residual[r] = make([][]float32, len(sizes))
+		for i, n := range sizes {
+			residual[r][i] = make([]float32, n)
+		}
+	}
+	out := make([][][]float64, steps)
+	for s := range steps {
+		groups := before
+		if s >= switchAt {
+			groups = after
+		}
+		want := make([][]float64, len(sizes))
+		for i, n := range sizes {
+			want[i] = make([]float64, n)
+		}
+		for r := range world {
+			acc := residual[r]
+			for i, g := range grads(r, s) {
+				for j, v := range g {
+					acc[i][j] += v
+				}
+			}
+			for _, group := range groups {
+				var elems []element
+				for _, id := range group {
+					for j := range acc[id] {
+						elems = append(elems, element{id, j})
+					}
+				}
+				slices.SortStableFunc(elems, func(a, b element) int {
+					return cmp.Compare(math.Abs(float64(acc[b.tensor][b.index])), math.Abs(float64(acc[a.tensor][a.index])))
+				})
+				for _, e := range elems[:compress.KFor(len(elems), density)] {
+					want[e.tensor][e.index] += float64(acc[e.tensor][e.index]) / float64(world)
+					acc[e.tensor][e.index] = 0
+				}
+			}
+		}
+		out[s] = want
+	}
+	return out
 }
 
 func TestNewOMGSRefusesBadSettings(t *testing.T) {
