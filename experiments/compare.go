@@ -139,7 +139,6 @@ type difference struct {
 	diff, half float64 // the difference of the means and its 95% interval's half-width
 	p          float64 // two-sided p of "the means differ"
 	pEquiv     float64 // TOST p of "the difference lies within ±margin"
-	margin     float64
 }
 
 // compareSamples tests a against ref; both need two values at least.
@@ -148,7 +147,7 @@ func compareSamples(a, ref sample, margin float64) (difference, error) {
 		return difference{}, errors.New("needs two seeds on each side")
 	}
 	va, vr := stat.Variance(a.xs, nil)/float64(len(a.xs)), stat.Variance(ref.xs, nil)/float64(len(ref.xs))
-	d := difference{diff: a.mean - ref.mean, margin: margin}
+	d := difference{diff: a.mean - ref.mean}
 	se := math.Sqrt(va + vr)
 	if se == 0 {
 		// Seeds that agree exactly (a deterministic figure): the difference is what it is.

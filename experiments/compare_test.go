@@ -93,7 +93,15 @@ func TestBadCompare(t *testing.T) {
 // dense shares across densities; the report gives the intervals, the tests and verdicts.
 func TestComparisonReport(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Parse([]byte(`
+	acc := map[string][]float64{
+		"task-easy_density-0.01_pipeline-dense":     {98.3, 98.2, 98.4, 98.25, 98.35},
+		"task-easy_density-0.01_pipeline-pertensor": {98.1, 98.3, 97.9, 98.2, 98.0},
+		"task-easy_density-0.05_pipeline-pertensor": {98.3, 98.2, 98.4, 98.25, 98.35},
+		"task-hard_density-0.01_pipeline-dense":     {90, 90.5, 91, 90.2, 90.3},
+		"task-hard_density-0.01_pipeline-pertensor": {85, 86, 85.5, 85.2, 85.3},
+		"task-hard_density-0.05_pipeline-pertensor": {88, 92, 86, 93, 90},
+	}
+	s, cells := seededExperiment(t, dir, `
 name: cmp
 compare: {reference: dense, margin: 0.5}
 base: {workers: 2}
@@ -106,31 +114,7 @@ matrix:
   seed: [1, 2, 3, 4, 5]
 exclude:
   - {density: 0.05, pipeline: dense}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cells, err := s.Expand(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc := map[string][]float64{
-		"task-easy_density-0.01_pipeline-dense":     {98.3, 98.2, 98.4, 98.25, 98.35},
-		"task-easy_density-0.01_pipeline-pertensor": {98.1, 98.3, 97.9, 98.2, 98.0},
-		"task-easy_density-0.05_pipeline-pertensor": {98.3, 98.2, 98.4, 98.25, 98.35},
-		"task-hard_density-0.01_pipeline-dense":     {90, 90.5, 91, 90.2, 90.3},
-		"task-hard_density-0.01_pipeline-pertensor": {85, 86, 85.5, 85.2, 85.3},
-		"task-hard_density-0.05_pipeline-pertensor": {88, 92, 86, 93, 90},
-	}
-	seen := map[string]int{}
-	for _, c := range cells {
-		i := seen[c.Group]
-		seen[c.Group]++
-		v := acc[c.Group][i] / 100
-		put(t, c, trainer.Summary{Config: c.Config, ResultsVersion: trainer.ResultsVersion, Complete: true, Steps: 100, Workers: 2,
-			Eval: trainer.Eval{Accuracy: &v}, Traffic: trainer.Traffic{BytesSentPerStep: ptr(1000)}})
-		writeMetrics(t, c.Config.Out, "eval,100,1,10,,,,,,,,,,,,,0.9,0.3,\n")
-	}
+`, acc, accuracyAndTraffic)
 	out := filepath.Join(dir, "cmp")
 	if err := WriteReport(s, cells, out); err != nil {
 		t.Fatal(err)
@@ -184,35 +168,19 @@ exclude:
 // in percent of the reference's mean, and draws no accuracy chart.
 func TestThroughputComparison(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Parse([]byte(`
+	speeds := map[string][]float64{
+		"pipeline-ssfusion-naive": {100, 101, 99},
+		"pipeline-ssfusion-o":     {100.5, 99.5, 100},
+		"pipeline-ssfusion":       {120, 121, 119},
+	}
+	s, cells := seededExperiment(t, dir, `
 name: speed
 compare: {reference: ssfusion-naive, margin: 5, figure: throughput}
 base: {workers: 2}
 matrix:
   pipeline: [ssfusion-naive, ssfusion-o, ssfusion]
   seed: [1, 2, 3]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cells, err := s.Expand(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	speeds := map[string][]float64{
-		"pipeline-ssfusion-naive": {100, 101, 99},
-		"pipeline-ssfusion-o":     {100.5, 99.5, 100},
-		"pipeline-ssfusion":       {120, 121, 119},
-	}
-	seen := map[string]int{}
-	for _, c := range cells {
-		i := seen[c.Group]
-		seen[c.Group]++
-		acc := 0.9
-		put(t, c, trainer.Summary{Config: c.Config, ResultsVersion: trainer.ResultsVersion, Complete: true, Steps: 60, Workers: 2,
-			Eval: trainer.Eval{Accuracy: &acc}, Throughput: trainer.Throughput{SamplesPerS: speeds[c.Group][i]}})
-		writeMetrics(t, c.Config.Out, "eval,60,1,10,,,,,,,,,,,,,0.9,0.3,\n")
-	}
+`, speeds, speed)
 	out := filepath.Join(dir, "speed")
 	if err := WriteReport(s, cells, out); err != nil {
 		t.Fatal(err)
@@ -239,8 +207,11 @@ matrix:
 // TestReferenceByAxis: a reference named KEY=VALUE is the group of that value on each
 // setting of the other axes: here every selector's unaligned group against its aligned one.
 func TestReferenceByAxis(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Parse([]byte(`
+	speeds := map[string][]float64{
+		"selector-dgc_safusion-align-true": {100, 102}, "selector-dgc_safusion-align-false": {80, 82},
+		"selector-gaussiank_safusion-align-true": {50, 52}, "selector-gaussiank_safusion-align-false": {50, 52},
+	}
+	s, cells := seededExperiment(t, t.TempDir(), `
 name: align
 compare: {reference: safusion-align=true, margin: 5, figure: throughput}
 base: {workers: 2, pipeline: safusion}
@@ -248,27 +219,7 @@ matrix:
   selector: [dgc, gaussiank]
   safusion-align: [true, false]
   seed: [1, 2]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cells, err := s.Expand(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	speeds := map[string][]float64{
-		"selector-dgc_safusion-align-true": {100, 102}, "selector-dgc_safusion-align-false": {80, 82},
-		"selector-gaussiank_safusion-align-true": {50, 52}, "selector-gaussiank_safusion-align-false": {50, 52},
-	}
-	seen := map[string]int{}
-	for _, c := range cells {
-		i := seen[c.Group]
-		seen[c.Group]++
-		acc := 0.9
-		put(t, c, trainer.Summary{Config: c.Config, ResultsVersion: trainer.ResultsVersion, Complete: true, Steps: 60, Workers: 2,
-			Eval: trainer.Eval{Accuracy: &acc}, Throughput: trainer.Throughput{SamplesPerS: speeds[c.Group][i]}})
-		writeMetrics(t, c.Config.Out, "eval,60,1,10,,,,,,,,,,,,,0.9,0.3,\n")
-	}
+`, speeds, speed)
 	md, err := Report(s, cells)
 	if err != nil {
 		t.Fatal(err)
@@ -284,3 +235,39 @@ matrix:
 		}
 	}
 }
+
+// seededExperiment expands the experiment in spec into dir and gives every cell a finished
+// summary: each seed of a group, in order, the next of the group's values, which set sets
+// into the summary (accuracy, samples/s).
+func seededExperiment(t *testing.T, dir, spec string, values map[string][]float64, set func(*trainer.Summary, float64)) (*Spec, []Cell) {
+	t.Helper()
+	s, err := Parse([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := s.Expand(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, c := range cells {
+		i := seen[c.Group]
+		seen[c.Group]++
+		acc := 0.9
+		sum := trainer.Summary{Config: c.Config, ResultsVersion: trainer.ResultsVersion, Complete: true, Steps: 100, Workers: 2,
+			Eval: trainer.Eval{Accuracy: &acc}}
+		set(&sum, values[c.Group][i])
+		put(t, c, sum)
+		writeMetrics(t, c.Config.Out, "eval,100,1,10,,,,,,,,,,,,,0.9,0.3,\n")
+	}
+	return s, cells
+}
+
+// accuracyAndTraffic sets a summary's accuracy from points and its traffic to 1000 bytes.
+func accuracyAndTraffic(sum *trainer.Summary, points float64) {
+	sum.Eval.Accuracy = ptr(points / 100)
+	sum.Traffic.BytesSentPerStep = ptr(1000)
+}
+
+// speed sets a summary's samples per second.
+func speed(sum *trainer.Summary, v float64) { sum.Throughput.SamplesPerS = v }

@@ -256,20 +256,10 @@ func writeGroupSpeedTable(b *strings.Builder, groups []*group) {
 // SAFusion's allgather time or ExDyna's index bytes), each group's mean with its 95%
 // interval; nothing when no cell reports one.
 func writeGroupExtras(b *strings.Builder, groups []*group) {
-	var keys []string
-	for _, g := range groups {
-		for _, r := range g.counted {
-			for k := range r.sum.Extra {
-				if !slices.Contains(keys, k) {
-					keys = append(keys, k)
-				}
-			}
-		}
-	}
+	keys := extraKeys(groups)
 	if len(keys) == 0 {
 		return
 	}
-	slices.Sort(keys)
 	b.WriteString("## Pipeline-specific figures\n\nEach figure a pipeline reports beyond the common ones, averaged over each run's steps: the mean over the seeds with its 95% confidence interval.\n\n")
 	b.WriteString("| group | seeds | " + strings.Join(keys, " | ") + " |\n|---|---|" + strings.Repeat("---|", len(keys)) + "\n")
 	for _, g := range groups {
@@ -292,6 +282,23 @@ func writeGroupExtras(b *strings.Builder, groups []*group) {
 	b.WriteString("\n")
 }
 
+// extraKeys lists, sorted, the pipeline-specific figures (Summary.Extra) the groups' counted
+// seeds report.
+func extraKeys(groups []*group) []string {
+	var keys []string
+	for _, g := range groups {
+		for _, r := range g.counted {
+			for k := range r.sum.Extra {
+				if !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // agree says whether the ranks agreed in every counted seed that checked.
 func (g *group) agree() string {
 	var checked *bool
@@ -309,17 +316,7 @@ func (g *group) agree() string {
 // accuracy and throughput the ends of the mean's 95% interval too. A figure no seed has is
 // empty.
 func groupsCSV(groups []*group) []byte {
-	var extras []string
-	for _, g := range groups {
-		for _, r := range g.counted {
-			for k := range r.sum.Extra {
-				if !slices.Contains(extras, k) {
-					extras = append(extras, k)
-				}
-			}
-		}
-	}
-	slices.Sort(extras)
+	extras := extraKeys(groups)
 	figures := []struct {
 		name     string
 		interval bool

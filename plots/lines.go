@@ -175,10 +175,16 @@ func imbalancePainter(runs []run) painter {
 
 // imbalancePoints returns the (step, imbalance) points of the training rows that carry one.
 func imbalancePoints(metrics []Metric) []stepPoint {
+	return trainPoints(metrics, func(m Metric) float64 { return m.Imbalance })
+}
+
+// trainPoints returns the (step, figure) points of the training rows whose figure is a
+// positive number.
+func trainPoints(metrics []Metric, figure func(Metric) float64) []stepPoint {
 	var points []stepPoint
 	for _, m := range metrics {
-		if m.Kind == kindTrain && finite(m.Imbalance) && m.Imbalance > 0 {
-			points = append(points, stepPoint{step: m.Step, xy: plotter.XY{X: float64(m.Step), Y: m.Imbalance}})
+		if v := figure(m); m.Kind == kindTrain && finite(v) && v > 0 {
+			points = append(points, stepPoint{step: m.Step, xy: plotter.XY{X: float64(m.Step), Y: v}})
 		}
 	}
 	return points
@@ -190,13 +196,7 @@ var targetColor = color.RGBA{R: 90, G: 90, B: 110, A: 255}
 
 // densityPoints returns the (step, density) points of the training rows that carry one.
 func densityPoints(metrics []Metric) []stepPoint {
-	var points []stepPoint
-	for _, m := range metrics {
-		if m.Kind == kindTrain && finite(m.Density) && m.Density > 0 {
-			points = append(points, stepPoint{step: m.Step, xy: plotter.XY{X: float64(m.Step), Y: m.Density}})
-		}
-	}
-	return points
+	return trainPoints(metrics, func(m Metric) float64 { return m.Density })
 }
 
 // evalPoints returns the (time, quality) points of the evaluation rows, leaving out values
