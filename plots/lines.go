@@ -133,12 +133,9 @@ func densityPainter(runs []run) painter {
 			p.Y.Label.Text += " (log scale)"
 		}
 		for _, t := range slices.Sorted(maps.Keys(targets)) {
-			line, err := plotter.NewLine(plotter.XYs{{X: first, Y: t}, {X: last, Y: t}})
-			if err != nil {
+			if err := addLevel(p, t, first, last); err != nil {
 				return err
 			}
-			line.Color, line.Width, line.Dashes = targetColor, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
-			p.Add(line)
 		}
 		if len(targets) > 0 {
 			p.Title.Text += " (dashed: the target)"
@@ -163,12 +160,9 @@ func imbalancePainter(runs []run) painter {
 			first, last = math.Min(first, s.xys[0].X), math.Max(last, s.xys[len(s.xys)-1].X)
 		}
 		p := newPlot("Partition imbalance per step (dashed: balanced)", "step", "largest partition's count / mean")
-		line, err := plotter.NewLine(plotter.XYs{{X: first, Y: 1}, {X: last, Y: 1}})
-		if err != nil {
+		if err := addLevel(p, 1, first, last); err != nil {
 			return err
 		}
-		line.Color, line.Width, line.Dashes = targetColor, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
-		p.Add(line)
 		return drawLines(dc, p, all, false)
 	}
 }
@@ -188,6 +182,17 @@ func trainPoints(metrics []Metric, figure func(Metric) float64) []stepPoint {
 		}
 	}
 	return points
+}
+
+// addLevel adds to p a dashed line at y from x first to last, in the target's colour.
+func addLevel(p *plot.Plot, y, first, last float64) error {
+	line, err := plotter.NewLine(plotter.XYs{{X: first, Y: y}, {X: last, Y: y}})
+	if err != nil {
+		return err
+	}
+	line.Color, line.Width, line.Dashes = targetColor, vg.Points(1.5), []vg.Length{vg.Points(6), vg.Points(3)}
+	p.Add(line)
+	return nil
 }
 
 // targetColor draws a target line: a bluish grey that neither text (pure greys) nor the
