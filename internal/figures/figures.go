@@ -13,6 +13,12 @@
 //     header column; a number when it reads as one, else the text.
 //   - json(path, query): the value a gjson query (github.com/tidwall/gjson) selects in a JSON
 //     file, such as "throughput.samples_per_s" or "points.#(pipeline==\"dense\").samples_per_s".
+//     A query that selects an array of numbers, such as "steps.@values.#.seconds", gives a
+//     list, which expr's builtins reduce: sum(...), max(...), len(...).
+//   - series(path, key, from, to, column): the numbers under column of a CSV file in the rows
+//     whose key column lies between from and to, both included, skipping rows where column
+//     is empty: mean(series("results/exdyna/cell/metrics.csv", "step", 2500, 2999,
+//     "density_achieved")) is the mean density of a run's last 500 steps.
 //
 // A format is a fmt verb for the value: %.2f, %+.1f, %.0f for numbers, %s for text, %d for a
 // whole number.
@@ -141,8 +147,9 @@ func (s *Sources) evaluate(path string) ([]Figure, string, error) {
 // value computes an expression and formats its result.
 func (s *Sources) value(format, src string) (string, error) {
 	env := map[string]any{
-		"csv":  s.csv,
-		"json": s.json,
+		"csv":    s.csv,
+		"json":   s.json,
+		"series": s.series,
 	}
 	prog, err := expr.Compile(src, expr.Env(env))
 	if err != nil {
@@ -199,12 +206,7 @@ func (s *Sources) csv(path, row, column string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	col := -1
-	for i, h := range records[0] {
-		if h == column {
-			col = i
-		}
-	}
+	col := indexOf(records[0], column)
 	if col < 0 {
 		return nil, fmt.Errorf("%s has no column %q (it has %s)", path, column, strings.Join(records[0], ", "))
 	}
@@ -220,6 +222,70 @@ func (s *Sources) csv(path, row, column string) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("%s has no row %q", path, row)
+}
+
+// series returns the numbers under column in the rows of the CSV file at path whose key
+// column holds a number from from to to, skipping the rows where column is empty (a metrics
+// file's evaluation rows, say). No row, or a cell that is not a number, is an error: a mean
+// of nothing would print as a figure.
+func (s *Sources) series(path, key string, fromBound, toBound any, column string) ([]any, error) {
+	from, err := number(fromBound)
+	if err != nil {
+		return nil, fmt.Errorf("series' lower bound: %w", err)
+	}
+	to, err := number(toBound)
+	if err != nil {
+		return nil, fmt.Errorf("series' upper bound: %w", err)
+	}
+	records, err := s.readCSV(path)
+	if err != nil {
+		return nil, err
+	}
+	k, c := indexOf(records[0], key), indexOf(records[0], column)
+	for name, i := range map[string]int{key: k, column: c} {
+		if i < 0 {
+			return nil, fmt.Errorf("%s has no column %q (it has %s)", path, name, strings.Join(records[0], ", "))
+		}
+	}
+	var list []any
+	for n, r := range records[1:] {
+		if max(k, c) >= len(r) || r[c] == "" {
+			continue
+		}
+		kv, err := strconv.ParseFloat(r[k], 64)
+		if err != nil || kv < from || kv > to {
+			continue
+		}
+		v, err := strconv.ParseFloat(r[c], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s, line %d: %s is %q, not a number", path, n+2, column, r[c])
+		}
+		list = append(list, v)
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%s has no %s in rows with %s from %v to %v", path, column, key, from, to)
+	}
+	return list, nil
+}
+
+// number is an expression's whole or decimal number as a float64.
+func number(v any) (float64, error) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), nil
+	case float64:
+		return x, nil
+	}
+	return 0, fmt.Errorf("%v is not a number", v)
+}
+
+func indexOf(header []string, name string) int {
+	for i, h := range header {
+		if h == name {
+			return i
+		}
+	}
+	return -1
 }
 
 func (s *Sources) readCSV(path string) ([][]string, error) {
@@ -246,7 +312,8 @@ func (s *Sources) readCSV(path string) ([][]string, error) {
 	return records, nil
 }
 
-// json returns what query selects in the JSON file at path: a number or text.
+// json returns what query selects in the JSON file at path: a number, text, or a list of
+// numbers.
 func (s *Sources) json(path, query string) (any, error) {
 	s.mu.Lock()
 	doc, ok := s.jsons[path]
@@ -273,5 +340,21 @@ func (s *Sources) json(path, query string) (any, error) {
 	case gjson.True, gjson.False:
 		return strconv.FormatBool(r.Bool()), nil
 	}
+	if r.IsArray() {
+		return numbers(path, query, r.Array())
+	}
 	return nil, fmt.Errorf("%s has no value at %q", path, query)
+}
+
+// numbers is an array's elements as a list that expr's builtins take; an element that is
+// not a number would make a sum or a maximum mean something else, so it is an error.
+func numbers(path, query string, elems []gjson.Result) ([]any, error) {
+	list := make([]any, len(elems))
+	for i, e := range elems {
+		if e.Type != gjson.Number {
+			return nil, fmt.Errorf("%s at %q: element %d is %s, not a number", path, query, i, e.Raw)
+		}
+		list[i] = e.Num
+	}
+	return list, nil
 }

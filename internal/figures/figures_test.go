@@ -14,6 +14,7 @@ func fixture(t *testing.T, doc string) (*Sources, string) {
 		"results/exp/comparison.csv":    "group,mean,verdict\na,98.125,equivalent\nb,96.4,lower\n",
 		"results/exp/cell/summary.json": `{"throughput": {"samples_per_s": 860.4}, "points": [{"pipeline": "dense", "ms": 12.5}, {"pipeline": "ssfusion", "ms": 10}]}`,
 		"results/exp/bad.json":          `{"throughput": `,
+		"results/exp/cell/metrics.csv":  "kind,step,density\ntrain,0,0.5\ntrain,1,0.25\neval,1,\ntrain,2,0.125\ntrain,3,x\n",
 		"docs/page.md":                  doc,
 	}
 	for name, body := range files {
@@ -36,7 +37,9 @@ const page = `# Results
 
 SSFusion ran at <!-- fig %.0f: json("results/exp/cell/summary.json", "throughput.samples_per_s") -->860<!-- /fig --> samples/s,
 <!-- fig %.1f: json("results/exp/cell/summary.json", "points.#(pipeline==\"dense\").ms") / json("results/exp/cell/summary.json", "points.#(pipeline==\"ssfusion\").ms") -->1.2<!-- /fig -->x faster,
-a gap of <!-- fig %+.1f: csv("results/exp/comparison.csv", "b", "mean") - csv("results/exp/comparison.csv", "a", "mean") -->-1.7<!-- /fig --> points.
+a gap of <!-- fig %+.1f: csv("results/exp/comparison.csv", "b", "mean") - csv("results/exp/comparison.csv", "a", "mean") -->-1.7<!-- /fig --> points,
+<!-- fig %.1f: sum(json("results/exp/cell/summary.json", "points.#.ms")) -->22.5<!-- /fig --> ms in all,
+a density of <!-- fig %.4f: mean(series("results/exp/cell/metrics.csv", "step", 1, 2, "density")) -->0.1875<!-- /fig --> over steps 1 and 2.
 `
 
 // TestCheckAndUpdate: figures that match their sources pass; an edited figure is found, with
@@ -87,6 +90,10 @@ func TestFailingExpressions(t *testing.T) {
 		{"missing key", `json("results/exp/cell/summary.json", "throughput.nope")`, `no value at "throughput.nope"`},
 		{"bad JSON", `json("results/exp/bad.json", "throughput")`, "not valid JSON"},
 		{"text as a number", `csv("results/exp/comparison.csv", "a", "verdict")`, "is text"},
+		{"an empty series", `mean(series("results/exp/cell/metrics.csv", "step", 7, 9, "density"))`, "no density in rows with step from 7 to 9"},
+		{"a series of text", `mean(series("results/exp/cell/metrics.csv", "step", 0, 3, "density"))`, `line 6: density is "x"`},
+		{"a series' missing column", `mean(series("results/exp/cell/metrics.csv", "epoch", 0, 3, "density"))`, `no column "epoch"`},
+		{"a list of text", `len(json("results/exp/cell/summary.json", "points.#.pipeline"))`, `element 0 is "dense", not a number`},
 		{"not an expression", `csv(`, "unexpected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,6 @@
 // Command reproduce regenerates the whole reproduction under results/ at one source
-// revision: it checks that revision out in a worktree of its own, builds the program there
-// once, and runs every experiment, simulation and map from that worktree with that binary,
+// revision: it checks that revision out in a checkout of its own, builds the program there
+// once, and runs every experiment, simulation and map from that checkout with that binary,
 // its results written into this checkout's results/. Every summary, simulation and map
 // point then records the same revision, and the experiment files and scripts are that
 // revision's too, whatever is committed meanwhile (results, documentation).
@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -34,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ssfusion/ssfusion/experiments"
 	"github.com/ssfusion/ssfusion/internal/atomicfile"
 )
 
@@ -234,10 +236,14 @@ func checkClean() error {
 	return nil
 }
 
-// prepare makes the worktree of revision rev under bin/ (ignored by git) and builds the
-// program there, stamped with the revision; then it links the worktree's results/ and data/
-// to this checkout's, so that the steps, run in the worktree, read this checkout's data and
-// write its results. It returns the worktree and the binary; both are reused when there.
+// prepare makes a checkout of revision rev under bin/ (ignored by git) and builds the
+// program there, stamped with the revision; then it links the checkout's results/ and data/
+// to this checkout's, so that the steps, run there, read this checkout's data and write its
+// results. It returns the checkout and the binary; both are reused when there.
+//
+// The checkout is a clone sharing this repository's objects, not a git worktree: a
+// worktree's .git is a file, which the go command does not take for a repository, so it
+// would stamp the binary with the enclosing checkout's HEAD and its uncommitted results.
 func prepare(rev string) (tree, bin string, err error) {
 	short := rev[:12]
 	if tree, err = filepath.Abs(filepath.Join("bin", "tree-"+short)); err != nil {
@@ -246,9 +252,9 @@ func prepare(rev string) (tree, bin string, err error) {
 	if bin, err = filepath.Abs(filepath.Join("bin", "ssfusion-"+short)); err != nil {
 		return "", "", err
 	}
-	if _, err := os.Stat(tree); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(tree, ".git")); errors.Is(err, os.ErrNotExist) {
 		fmt.Printf("checking out revision %s in %s\n", rev, tree)
-		if err := runQuiet("", "git", "worktree", "add", "--detach", tree, rev); err != nil {
+		if err := checkout(rev, tree); err != nil {
 			return "", "", err
 		}
 	}
@@ -256,6 +262,9 @@ func prepare(rev string) (tree, bin string, err error) {
 		// Built before results/ and data/ are linked: git would call the tree modified.
 		fmt.Printf("building revision %s into %s\n", rev, bin)
 		if err := runQuiet(tree, "go", "build", "-buildvcs=true", "-o", bin+".tmp", "."); err != nil {
+			return "", "", err
+		}
+		if err := verifyStamp(bin+".tmp", rev); err != nil {
 			return "", "", err
 		}
 		if err := os.Rename(bin+".tmp", bin); err != nil {
@@ -268,6 +277,34 @@ func prepare(rev string) (tree, bin string, err error) {
 		}
 	}
 	return tree, bin, nil
+}
+
+// checkout clones this repository into tree, sharing its objects, at revision rev.
+func checkout(rev, tree string) error {
+	if err := os.RemoveAll(tree); err != nil {
+		return err
+	}
+	if err := runQuiet("", "git", "clone", "--quiet", "--shared", "--no-checkout", ".", tree); err != nil {
+		return err
+	}
+	return runQuiet(tree, "git", "checkout", "--quiet", "--detach", rev)
+}
+
+// verifyStamp checks that the go command stamped the binary with revision rev and an
+// unmodified tree, which every result it writes will record.
+func verifyStamp(bin, rev string) error {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return fmt.Errorf("reading %s's build information: %w", bin, err)
+	}
+	got := map[string]string{}
+	for _, s := range info.Settings {
+		got[s.Key] = s.Value
+	}
+	if got["vcs.revision"] != rev || got["vcs.modified"] != "false" {
+		return fmt.Errorf("%s is stamped with revision %q, modified %q; want %s, unmodified", bin, got["vcs.revision"], got["vcs.modified"], rev)
+	}
+	return nil
 }
 
 // linkInto makes tree/dir a link to this checkout's dir (created if missing), replacing
@@ -351,7 +388,24 @@ func moveAside(s step, prev *stepState) error {
 		return err
 	}
 	fmt.Printf("moving %s, of an earlier revision, to %s\n", dir, dest)
-	return os.Rename(dir, dest)
+	if err := os.Rename(dir, dest); err != nil {
+		return err
+	}
+	return keepAnalysis(dest, dir)
+}
+
+// keepAnalysis moves an experiment's hand-written analysis from the folder set aside back
+// into the step's folder: it reads the results through marked figures, which `ssfusion
+// figures` rewrites from the new ones, and only its prose needs a reader's second look.
+func keepAnalysis(from, to string) error {
+	src := filepath.Join(from, experiments.AnalysisFile)
+	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(src, filepath.Join(to, experiments.AnalysisFile))
 }
 
 func (s step) command() string {
@@ -361,7 +415,7 @@ func (s step) command() string {
 	return "ssfusion " + strings.Join(s.args, " ")
 }
 
-// cmd is the step's process in the worktree tree: the binary, or the worktree's script
+// cmd is the step's process in the checkout tree: the binary, or the checkout's script
 // told to use it through SSF_BIN.
 func (s step) cmd(ctx context.Context, tree, bin string) *exec.Cmd {
 	var cmd *exec.Cmd

@@ -2,10 +2,13 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ssfusion/ssfusion/experiments"
 )
 
 func TestChoose(t *testing.T) {
@@ -50,18 +53,23 @@ func TestRemaining(t *testing.T) {
 	}
 }
 
-// TestMoveAside: another revision's folder is moved under results/.previous, not deleted.
+// TestMoveAside: another revision's folder is moved under results/.previous, not deleted,
+// and its hand-written analysis stays where it was.
 func TestMoveAside(t *testing.T) {
 	t.Chdir(t.TempDir())
 	if err := os.MkdirAll(filepath.Join("results", "exdyna", "cell"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	analysis := filepath.Join("results", "exdyna", experiments.AnalysisFile)
+	if err := os.WriteFile(analysis, []byte("# reading\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := step{name: "exdyna", out: "exdyna"}
 	if err := moveAside(s, &stepState{Revision: "0123456789abcdef"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join("results", "exdyna")); !os.IsNotExist(err) {
-		t.Errorf("the old folder is still there: %v", err)
+	if left, _ := os.ReadDir(filepath.Join("results", "exdyna")); len(left) != 1 || left[0].Name() != experiments.AnalysisFile {
+		t.Errorf("the folder holds %v, want the analysis alone", left)
 	}
 	moved, _ := filepath.Glob(filepath.Join("results", ".previous", "exdyna-0123456789ab-*", "cell"))
 	if len(moved) != 1 {
@@ -72,7 +80,7 @@ func TestMoveAside(t *testing.T) {
 	}
 }
 
-// TestLinkInto: the worktree's folder becomes a link to the checkout's, whatever it held,
+// TestLinkInto: the revision's checkout's folder becomes a link to the checkout's, whatever it held,
 // and linking again changes nothing.
 func TestLinkInto(t *testing.T) {
 	t.Chdir(t.TempDir())
@@ -89,9 +97,64 @@ func TestLinkInto(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join("results", "new.txt")); err != nil {
-		t.Errorf("a file written through the worktree's results/ is not in the checkout's: %v", err)
+		t.Errorf("a file written through the revision's checkout's results/ is not in the checkout's: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(tree, "results", "old")); !os.IsNotExist(err) {
-		t.Errorf("the worktree's own results are still there: %v", err)
+		t.Errorf("the revision's checkout's own results are still there: %v", err)
+	}
+}
+
+// TestPrepareStampsTheRevision: the program built for a revision, in a checkout nested in
+// a repository with uncommitted changes (as bin/ is in this one), is stamped with that
+// revision and an unmodified tree, and a second call reuses it.
+func TestPrepareStampsTheRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	t.Chdir(t.TempDir())
+	t.Setenv("GOFLAGS", "")
+	files := map[string]string{
+		"go.mod":     "module example.com/tiny\n\ngo 1.22\n",
+		"main.go":    "package main\n\nfunc main() {}\n",
+		".gitignore": "bin/\n",
+		"results/a":  "committed\n",
+	}
+	for name, body := range files {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "--quiet")
+	git("add", ".")
+	git("commit", "--quiet", "-m", "tiny")
+	rev := git("rev-parse", "HEAD")
+	// What the enclosing checkout holds meanwhile must not reach the stamp.
+	if err := os.WriteFile(filepath.Join("results", "a"), []byte("rewritten\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tree, bin, err := prepare(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verifyStamp(bin, rev); err != nil {
+		t.Error(err)
+	}
+	if dest, err := os.Readlink(filepath.Join(tree, "results")); err != nil || !strings.HasSuffix(dest, "results") {
+		t.Errorf("the checkout's results/ is %q (%v), want a link to this one's", dest, err)
+	}
+	if _, _, err := prepare(rev); err != nil {
+		t.Errorf("preparing again: %v", err)
 	}
 }
