@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -37,7 +38,8 @@ marked with the expression that computes it from the committed files, for exampl
 
   <!-- fig %.2f: csv("results/convergence/comparison.csv", "GROUP", "mean") -->98.03<!-- /fig -->
 
-(csv(path, row, column) and json(path, query), with arithmetic between them). This
+(csv(path, row, column), json(path, query) and series(path, key, from, to, column),
+with arithmetic and expr's builtins such as mean and sum between them). This
 command recomputes every marked figure and writes it back; with --check it changes
 nothing and lists each figure that differs from its source, exiting with status 1.
 Run from the repository's root; FILE.md limits it to those files.`,
@@ -51,6 +53,10 @@ Run from the repository's root; FILE.md limits it to those files.`,
 			}
 			src := figures.NewSources(".")
 			var stale []figures.Figure
+			// A file whose sources are missing (an experiment being rerun) leaves the
+			// others to be rewritten; its errors are reported at the end.
+			var failed []error
+			var left []string
 			for _, f := range files {
 				var got []figures.Figure
 				var err error
@@ -60,12 +66,20 @@ Run from the repository's root; FILE.md limits it to those files.`,
 					got, err = src.Update(f)
 				}
 				if err != nil {
-					return fmt.Errorf("%s: %w", f, err)
+					failed = append(failed, fmt.Errorf("%s: %w", f, err))
+					left = append(left, f)
+					continue
 				}
 				stale = append(stale, got...)
 			}
 			for _, f := range stale {
 				fmt.Fprintln(cmd.OutOrStdout(), f)
+			}
+			if len(failed) > 0 {
+				if !check {
+					fmt.Fprintf(cmd.OutOrStdout(), "%d figures rewritten in %d files; left as they were: %s\n", len(stale), len(slices.Compact(names(stale))), strings.Join(left, ", "))
+				}
+				return errors.Join(failed...)
 			}
 			switch {
 			case check && len(stale) > 0:
