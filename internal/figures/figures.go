@@ -242,8 +242,8 @@ func (s *Sources) series(path, key string, fromBound, toBound any, column string
 		return nil, err
 	}
 	k, c := indexOf(records[0], key), indexOf(records[0], column)
-	for name, i := range map[string]int{key: k, column: c} {
-		if i < 0 {
+	for _, name := range []string{key, column} {
+		if indexOf(records[0], name) < 0 {
 			return nil, fmt.Errorf("%s has no column %q (it has %s)", path, name, strings.Join(records[0], ", "))
 		}
 	}

@@ -264,12 +264,14 @@ func prepare(rev string) (tree, bin string, err error) {
 		if err := runQuiet(tree, "go", "build", "-buildvcs=true", "-o", bin+".tmp", "."); err != nil {
 			return "", "", err
 		}
-		if err := verifyStamp(bin+".tmp", rev); err != nil {
-			return "", "", err
-		}
 		if err := os.Rename(bin+".tmp", bin); err != nil {
 			return "", "", err
 		}
+	}
+	// A binary kept from an earlier run is checked too: what it stamps is what every
+	// result will claim.
+	if err := verifyStamp(bin, rev); err != nil {
+		return "", "", fmt.Errorf("%w (delete it to build it afresh)", err)
 	}
 	for _, dir := range []string{"results", "data"} {
 		if err := linkInto(tree, dir); err != nil {

@@ -157,4 +157,11 @@ func TestPrepareStampsTheRevision(t *testing.T) {
 	if _, _, err := prepare(rev); err != nil {
 		t.Errorf("preparing again: %v", err)
 	}
+	// A binary left by a build that stamped something else is refused, not reused.
+	if err := os.WriteFile(bin, []byte("not a program"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := prepare(rev); err == nil || !strings.Contains(err.Error(), "delete it") {
+		t.Errorf("preparing over a foreign binary: %v, want a refusal", err)
+	}
 }
