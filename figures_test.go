@@ -3,9 +3,10 @@ package main
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ssfusion/ssfusion/internal/testfiles"
 )
 
 // TestFiguresCommandGoesOnPastABrokenFile: a file whose source is missing is reported and
@@ -17,14 +18,7 @@ func TestFiguresCommandGoesOnPastABrokenFile(t *testing.T) {
 		"stale.md":                 "<!-- fig %.1f: 100 * json(\"results/exp/summary.json\", \"accuracy\") -->97.0<!-- /fig -->%\n",
 		"broken.md":                "<!-- fig %.1f: json(\"results/gone/summary.json\", \"accuracy\") -->1.0<!-- /fig -->\n",
 	}
-	for name, body := range files {
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testfiles.Write(t, ".", files)
 	cmd := newFiguresCommand()
 	var out bytes.Buffer
 	cmd.SetOut(&out)

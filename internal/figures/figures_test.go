@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ssfusion/ssfusion/internal/testfiles"
 )
 
 func fixture(t *testing.T, doc string) (*Sources, string) {
@@ -17,15 +19,7 @@ func fixture(t *testing.T, doc string) (*Sources, string) {
 		"results/exp/cell/metrics.csv":  "kind,step,density\ntrain,0,0.5\ntrain,1,0.25\neval,1,\ntrain,2,0.125\ntrain,3,x\n",
 		"docs/page.md":                  doc,
 	}
-	for name, body := range files {
-		path := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testfiles.Write(t, root, files)
 	return NewSources(root), root
 }
 

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ssfusion/ssfusion/internal/testfiles"
 )
 
 // TestCampaign runs a small campaign, one trial of every kind of fault, against this
@@ -58,13 +59,7 @@ func TestHalfWrittenFindsBrokenFiles(t *testing.T) {
 		".summary.json.tmp123":    `{"half`,
 		"checkpoint/weights.data": "anything",
 	}
-	for name, body := range files {
-		path := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(path), 0o755)
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testfiles.Write(t, dir, files)
 	got := halfWritten(dir)
 	want := []string{filepath.Join(dir, "metrics.csv"), filepath.Join(dir, "summary.json")}
 	if strings.Join(got, " ") != strings.Join(want, " ") {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ssfusion/ssfusion/internal/testfiles"
+
 	"github.com/ssfusion/ssfusion/experiments"
 )
 
@@ -119,14 +121,7 @@ func TestPrepareStampsTheRevision(t *testing.T) {
 		".gitignore": "bin/\n",
 		"results/a":  "committed\n",
 	}
-	for name, body := range files {
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testfiles.Write(t, ".", files)
 	git := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
