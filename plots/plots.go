@@ -207,8 +207,10 @@ func indexOf(list []string, s string) int {
 }
 
 // pipelineColor returns the i-th colour of the Okabe–Ito palette, chosen because its colours
-// stay distinct for colour-blind readers and in greyscale print. Yellow comes last: it is
-// hard to see on white.
+// stay distinct for colour-blind readers and in greyscale print. Yellow comes last of its
+// eight: it is hard to see on white. Grey is a ninth, so that a chart of all nine
+// pipelines of an experiment (dense, the three of ours and the five baselines) colours each
+// differently.
 func pipelineColor(i int) color.Color {
 	palette := [...]color.RGBA{
 		{0x00, 0x72, 0xB2, 0xFF}, // blue
@@ -219,6 +221,7 @@ func pipelineColor(i int) color.Color {
 		{0x56, 0xB4, 0xE9, 0xFF}, // sky blue
 		{0x00, 0x00, 0x00, 0xFF}, // black
 		{0xF0, 0xE4, 0x42, 0xFF}, // yellow
+		{0x99, 0x99, 0x99, 0xFF}, // grey
 	}
 	return palette[i%len(palette)]
 }

@@ -185,6 +185,16 @@ func TestNameColors(t *testing.T) {
 	if colors[3] != colors[0] {
 		t.Errorf("a repeated name got %v, then %v", colors[0], colors[3])
 	}
+
+	// The convergence experiment charts nine pipelines at once: each needs its own colour.
+	nine := []string{"dense", "pertensor", "multitensor", "ssfusion", "omgs", "oktopk", "spardl", "cupcake", "powersgd"}
+	seen := map[color.Color]string{}
+	for i, c := range nameColors(nine) {
+		if other, ok := seen[c]; ok {
+			t.Errorf("%s and %s share the colour %v", other, nine[i], c)
+		}
+		seen[c] = nine[i]
+	}
 }
 
 func TestStackedBars(t *testing.T) {
