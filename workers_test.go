@@ -20,6 +20,7 @@ import (
 	"github.com/ssfusion/ssfusion/dist/tcp"
 	"github.com/ssfusion/ssfusion/pipeline"
 	"github.com/ssfusion/ssfusion/pipelines"
+	"github.com/ssfusion/ssfusion/plots"
 	"github.com/ssfusion/ssfusion/trainer"
 )
 
@@ -135,6 +136,57 @@ func TestEveryPipelineKeepsRanksIdentical(t *testing.T) {
 			// ExDyna's figures of its own reach the summary as means over the steps.
 			if ours, theirs := s.Extra[pipeline.IndexBytes], s.Extra[pipeline.AuthorsIndexBytes]; (name == "exdyna") != (ours > 0 && theirs > 0) {
 				t.Errorf("index bytes in the summary: %g ours, %g the authors'", ours, theirs)
+			}
+		})
+	}
+}
+
+// TestExDynaHoldsDensityOnEveryModelFamily: ExDyna's measured threshold sends the density
+// it is given, within a tenth, in every step from the first on every model family the
+// trainer offers: the MLP, the CIFAR ResNets, ResNet-18, VGG and the LSTM, whose
+// embedding's gradient is mostly exact zeros.
+func TestExDynaHoldsDensityOnEveryModelFamily(t *testing.T) {
+	const density, steps = 0.01, 8
+	for _, tc := range []struct {
+		model, dataset string
+		width          float64
+	}{
+		{"mlp", "mnist", 1},
+		{"resnet8", "mnist", 0.5},
+		{"resnet18", "mnist", 0.25},
+		{"vgg11", "mnist", 0.25},
+		{"lstm", "synthetic-text", 1},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			cfg := trainer.Defaults()
+			cfg.Model, cfg.Dataset, cfg.Width = tc.model, tc.dataset, tc.width
+			cfg.MaxSteps, cfg.EvalSamples, cfg.LR = steps, 64, 0.05
+			cfg.Workers, cfg.BatchSize, cfg.Backend = 2, 8, "inproc"
+			cfg.Hidden, cfg.SeqLen, cfg.Layers = 32, 10, 1 // the LSTM's; the others ignore them
+			cfg.Density, cfg.Out = density, t.TempDir()
+			var err error
+			if cfg.Settings, err = cfg.Settings.For("exdyna"); err != nil {
+				t.Fatal(err)
+			}
+			if err := train(context.Background(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := plots.ReadMetrics(filepath.Join(cfg.Out, "metrics.csv"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked := 0
+			for _, r := range rows {
+				if r.Kind != "train" {
+					continue
+				}
+				checked++
+				if math.IsNaN(r.Density) || math.Abs(r.Density/density-1) > 0.1 {
+					t.Errorf("step %d sent density %.4f, target %g", r.Step, r.Density, density)
+				}
+			}
+			if checked != steps {
+				t.Errorf("%d training steps in metrics.csv, want %d", checked, steps)
 			}
 		})
 	}
