@@ -32,6 +32,8 @@ type Compare struct {
 	// perplexity for a language model) or the training throughput in samples per second
 	// ("throughput").
 	Figure string
+	// Pairs are the tests between groups besides those against the reference.
+	Pairs []Pair
 }
 
 const (
@@ -44,16 +46,17 @@ const alpha = 0.05
 
 func parseCompare(n *yaml.Node) (*Compare, error) {
 	var raw struct {
-		Reference string   `yaml:"reference"`
-		Margin    *float64 `yaml:"margin"`
-		Figure    string   `yaml:"figure"`
+		Reference string    `yaml:"reference"`
+		Margin    *float64  `yaml:"margin"`
+		Figure    string    `yaml:"figure"`
+		Pairs     yaml.Node `yaml:"pairs"`
 	}
 	if err := n.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("line %d: want {reference: PIPELINE, margin: POINTS}: %w", n.Line, err)
 	}
 	for i := 0; n.Kind == yaml.MappingNode && i < len(n.Content); i += 2 {
-		if k := n.Content[i].Value; k != "reference" && k != "margin" && k != "figure" {
-			return nil, fmt.Errorf("line %d: unknown key %q (want reference, margin, figure)", n.Content[i].Line, k)
+		if k := n.Content[i].Value; k != "reference" && k != "margin" && k != "figure" && k != "pairs" {
+			return nil, fmt.Errorf("line %d: unknown key %q (want reference, margin, figure, pairs)", n.Content[i].Line, k)
 		}
 	}
 	switch raw.Figure {
@@ -71,7 +74,14 @@ func parseCompare(n *yaml.Node) (*Compare, error) {
 	case !(*raw.Margin > 0) || math.IsInf(*raw.Margin, 0):
 		return nil, fmt.Errorf("line %d: margin must be a positive number of points, got %g", n.Line, *raw.Margin)
 	}
-	return &Compare{Reference: raw.Reference, Margin: *raw.Margin, Figure: raw.Figure}, nil
+	c := &Compare{Reference: raw.Reference, Margin: *raw.Margin, Figure: raw.Figure}
+	if raw.Pairs.Kind != 0 {
+		var err error
+		if c.Pairs, err = parsePairs(&raw.Pairs); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // check refuses a comparison the matrix cannot make: it needs seeds to test with, and a
@@ -79,6 +89,11 @@ func parseCompare(n *yaml.Node) (*Compare, error) {
 func (c *Compare) check(axes []Axis) error {
 	if !slices.ContainsFunc(axes, func(a Axis) bool { return a.Key == seedKey && a.size() >= 2 }) {
 		return errors.New("a comparison tests groups of seeds: sweep seed over at least two values")
+	}
+	for _, p := range c.Pairs {
+		if err := p.check(axes); err != nil {
+			return err
+		}
 	}
 	key, value, byAxis := strings.Cut(c.Reference, "=")
 	if !byAxis {
@@ -481,6 +496,11 @@ func writeComparisonFiles(spec *Spec, results []result, dir string) error {
 	rows := comparisons(spec, groups)
 	if err := atomicfile.Write(filepath.Join(dir, "comparison.csv"), comparisonCSV(rows, spec.Compare.Margin)); err != nil {
 		return err
+	}
+	if len(spec.Compare.Pairs) > 0 {
+		if err := atomicfile.Write(filepath.Join(dir, "pairs.csv"), pairsCSV(pairTests(spec, groups), spec.Compare.Margin)); err != nil {
+			return err
+		}
 	}
 	lm := groups[0].all[0].cell.Config.IsLanguageModel()
 	yLabel := "final test accuracy (%)"

@@ -143,7 +143,9 @@ func render(spec *Spec, results []result) string {
 	writeGroupQualityTable(&b, spec, groups)
 	if spec.Compare != nil {
 		rows := comparisons(spec, groups)
-		writeComparison(&b, spec, rows, tradeoffFigures(spec, groups, rows), groups[0].all[0].cell.Config.IsLanguageModel())
+		lm := groups[0].all[0].cell.Config.IsLanguageModel()
+		writeComparison(&b, spec, rows, tradeoffFigures(spec, groups, rows), lm)
+		writePairs(&b, spec, pairTests(spec, groups), lm)
 	}
 	writeGroupSpeedTable(&b, groups)
 	writeGroupExtras(&b, groups)

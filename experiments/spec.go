@@ -64,6 +64,11 @@
 // pipeline's own groups vary, so a reference swept over fewer axes (dense has no density)
 // serves every group of its setting.
 //
+// Pairs add tests that the reference does not make, at the same margin: every group whose
+// axis values match group is tested against the group that matches against and agrees
+// with it on every other axis (see Pair), and the report gives them in a table of their
+// own, pairs.csv beside it.
+//
 // # Seeds
 //
 // An axis named seed repeats every other combination with each seed. Cells that differ in
