@@ -103,8 +103,13 @@ func pairTests(spec *Spec, groups []*group) []pairRow {
 			row := pairRow{group: g.name, a: newSample(g.values(figure))}
 			want := g.settingWith(spec, p.Against)
 			i := slices.IndexFunc(groups, func(h *group) bool { return h.matches(spec, want) })
-			if i < 0 {
+			switch {
+			case i < 0:
 				row.problem = "no group " + settingText(want)
+			case groups[i] == g:
+				row.problem = "the group itself"
+			}
+			if row.problem != "" {
 				rows = append(rows, row)
 				continue
 			}

@@ -88,7 +88,8 @@ exclude:
 	}
 }
 
-// A pair whose counterpart was left out of the matrix says so in its row.
+// A pair whose counterpart was left out of the matrix says so in its row, as does one
+// whose counterpart is the group itself.
 func TestPairWithoutCounterpart(t *testing.T) {
 	acc := map[string][]float64{
 		"density-0.01_pipeline-pertensor": {97, 97.2}, "density-0.05_pipeline-pertensor": {98, 98.2},
@@ -96,7 +97,7 @@ func TestPairWithoutCounterpart(t *testing.T) {
 	}
 	s, cells := seededExperiment(t, t.TempDir(), `
 name: lone
-compare: {reference: dense, margin: 0.5, pairs: [{group: {density: 0.05}, against: {pipeline: dense}}]}
+compare: {reference: dense, margin: 0.5, pairs: [{group: {density: 0.05}, against: {pipeline: dense}}, {group: {pipeline: pertensor}, against: {density: 0.01}}]}
 base: {workers: 2}
 matrix:
   density: [0.01, 0.05]
@@ -109,8 +110,14 @@ exclude:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "| density-0.05_pipeline-pertensor |  | 2, 0 | no group density=0.05,pipeline=dense | | | |"; !strings.Contains(md, want) {
-		t.Errorf("report lacks %q:\n%s", want, md)
+	for _, want := range []string{
+		"| density-0.05_pipeline-pertensor |  | 2, 0 | no group density=0.05,pipeline=dense | | | |",
+		"| density-0.01_pipeline-pertensor |  | 2, 0 | the group itself | | | |",
+		"| density-0.05_pipeline-pertensor | density-0.01_pipeline-pertensor | 2, 2 | +1.00 [",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
 	}
 }
 
