@@ -26,7 +26,9 @@
 // Failures differ from TCP: there are no timeouts. A rank that dies, or any error MPI
 // reports, makes mpirun abort the whole job (MPI_ERRORS_ARE_FATAL). A rank that closes its
 // communicator sends every peer a goodbye naming its last collective, which fails their
-// later collectives with ErrPeerClosed; a rank that merely stops issuing collectives
+// later collectives with ErrPeerClosed; a rank that closes after such a failure names in
+// its goodbye the peer that closed first, so that every rank blames that one whichever
+// goodbye reaches it first. A rank that merely stops issuing collectives
 // leaves the others waiting. Close first lets this rank's issued collectives finish (MPI
 // cannot withdraw one that peers may have joined) and returns once every rank has closed
 // (MPI_Finalize synchronises the job). MPI is initialised once per process. In containers

@@ -58,12 +58,12 @@ static int ssf_ibcast_bytes(void *buf, int n, int root, MPI_Comm c, MPI_Request 
 	return MPI_Ibcast(buf, n, MPI_BYTE, root, c, r);
 }
 
-static int ssf_isend_i64(int64_t *v, int peer, MPI_Comm c, MPI_Request *r) {
-	return MPI_Isend(v, 1, MPI_INT64_T, peer, 0, c, r);
+static int ssf_isend_i64(int64_t *v, int n, int peer, MPI_Comm c, MPI_Request *r) {
+	return MPI_Isend(v, n, MPI_INT64_T, peer, 0, c, r);
 }
 
-static int ssf_irecv_i64(int64_t *v, int peer, MPI_Comm c, MPI_Request *r) {
-	return MPI_Irecv(v, 1, MPI_INT64_T, peer, 0, c, r);
+static int ssf_irecv_i64(int64_t *v, int n, int peer, MPI_Comm c, MPI_Request *r) {
+	return MPI_Irecv(v, n, MPI_INT64_T, peer, 0, c, r);
 }
 
 // ssf_allreduce_sum_f32 is the blocking MPI_Allreduce on MPI_COMM_WORLD, the yardstick
@@ -213,7 +213,7 @@ type mpiComm struct {
 	running        int      // data phases in flight
 	posted         uint64   // the last collective whose descriptor was posted
 	failFrom       uint64   // collectives from this one on fail; 0: none
-	byeIn, byeOut  []int64  // goodbyes: the last collective each peer posted, and ours
+	byeIn, byeOut  []int64  // goodbyes, byeWords each: the last collective each peer posted and whom it blames, and ours
 	byePin         runtime.Pinner
 	byeSends       int // goodbyes sent, not yet complete
 	byeRecvs       int // peers whose goodbye has not arrived
@@ -550,7 +550,7 @@ func (m *mpiComm) init() error {
 	m.ctl, m.data, m.bye = dup(), dup(), dup()
 	// Every peer's goodbye is awaited from the start, so that it is seen whenever this
 	// rank polls.
-	m.byeIn, m.byeOut = make([]int64, m.size), make([]int64, 1)
+	m.byeIn, m.byeOut = make([]int64, byeWords*m.size), make([]int64, byeWords)
 	m.byePin.Pin(&m.byeIn[0])
 	m.byePin.Pin(&m.byeOut[0])
 	for p := range m.size {
@@ -558,7 +558,7 @@ func (m *mpiComm) init() error {
 			continue
 		}
 		var req C.MPI_Request
-		m.check(C.ssf_irecv_i64((*C.int64_t)(unsafe.Pointer(&m.byeIn[p])), C.int(p), m.bye, &req), "MPI_Irecv")
+		m.check(C.ssf_irecv_i64((*C.int64_t)(unsafe.Pointer(&m.byeIn[byeWords*p])), byeWords, C.int(p), m.bye, &req), "MPI_Irecv")
 		m.track(req, mpiReq{what: reqByeRecv, peer: p})
 		m.byeRecvs++
 	}
@@ -882,6 +882,11 @@ func (m *mpiComm) poll(rounds int) bool {
 	return true
 }
 
+// byeWords is a goodbye's length: the last collective the closing rank posted, and one more
+// than the rank it blames for closing (0 when none): a rank that fails because a peer
+// closed, then closes, passes that peer on.
+const byeWords = 2
+
 func (m *mpiComm) completed(q mpiReq) {
 	switch q.what {
 	case reqDesc:
@@ -902,10 +907,17 @@ func (m *mpiComm) completed(q mpiReq) {
 		m.byeSends--
 	case reqByeRecv:
 		m.byeRecvs--
-		m.stats.CtlRecv.Add(8)
+		m.stats.CtlRecv.Add(8 * byeWords)
 		// The peer posted nothing after its last collective: ours after that one can
-		// never complete.
-		m.fail(engine.Fault{Rank: q.peer, Reporter: m.rank, Cause: dist.ErrPeerClosed}, uint64(m.byeIn[q.peer])+1)
+		// never complete. A peer that closed because another had closed names that one,
+		// so that every rank blames the rank that closed first, whichever goodbye
+		// arrives first.
+		posted, blamed := m.byeIn[byeWords*q.peer], int(m.byeIn[byeWords*q.peer+1])-1
+		f := engine.Fault{Rank: q.peer, Reporter: m.rank, Cause: dist.ErrPeerClosed}
+		if blamed >= 0 && blamed != m.rank {
+			f.Rank, f.Reporter = blamed, q.peer
+		}
+		m.fail(f, uint64(posted)+1)
 	}
 }
 
@@ -913,15 +925,20 @@ func (m *mpiComm) completed(q mpiReq) {
 // MPI_Finalize.
 func (m *mpiComm) shutdown() {
 	m.byeOut[0] = int64(m.posted)
+	m.mu.Lock()
+	if f := m.flt; f != nil && errors.Is(f.Cause, dist.ErrPeerClosed) {
+		m.byeOut[1] = int64(f.Rank) + 1
+	}
+	m.mu.Unlock()
 	for p := range m.size {
 		if p == m.rank {
 			continue
 		}
 		var req C.MPI_Request
-		m.check(C.ssf_isend_i64((*C.int64_t)(unsafe.Pointer(&m.byeOut[0])), C.int(p), m.bye, &req), "MPI_Isend")
+		m.check(C.ssf_isend_i64((*C.int64_t)(unsafe.Pointer(&m.byeOut[0])), byeWords, C.int(p), m.bye, &req), "MPI_Isend")
 		m.track(req, mpiReq{what: reqByeSend, peer: p})
 		m.byeSends++
-		m.stats.CtlSent.Add(8)
+		m.stats.CtlSent.Add(8 * byeWords)
 	}
 	// The peers may close much later; nothing here is worth a busy wait.
 	for m.byeSends > 0 || m.byeRecvs > 0 {
