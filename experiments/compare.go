@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -239,11 +240,7 @@ func comparisons(spec *Spec, groups []*group) []comparisonRow {
 		}
 		row.reference = ref.name
 		refSample := newSample(ref.values(figure))
-		margin := spec.Compare.Margin
-		if spec.Compare.Figure == figureThroughput {
-			margin *= refSample.mean / 100
-		}
-		d, err := compareSamples(row.acc, refSample, margin)
+		d, err := compareSamples(row.acc, refSample, spec.Compare.marginAgainst(refSample))
 		if err != nil {
 			row.problem = err.Error()
 		} else {
@@ -252,6 +249,15 @@ func comparisons(spec *Spec, groups []*group) []comparisonRow {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// marginAgainst is the equivalence margin in the figure's own unit when ref is the sample
+// tested against: for throughput the margin is a percentage of its mean.
+func (c *Compare) marginAgainst(ref sample) float64 {
+	if c.Figure == figureThroughput {
+		return c.Margin * (ref.mean / 100)
+	}
+	return c.Margin
 }
 
 // value is the figure the comparison tests, of one cell: accuracy in points, perplexity,
@@ -352,12 +358,7 @@ func writeComparison(b *strings.Builder, spec *Spec, rows []comparisonRow, figur
 	fmt.Fprintf(b, "| group | seeds | %s, mean [95%% CI] | bytes sent per step | difference [95%% CI] | p (Welch) | p (equivalence) | verdict |\n|---|---|---|---|---|---|---|---|\n", what)
 	for _, r := range rows {
 		fmt.Fprintf(b, "| %s | %d | %s | %s |", r.group, len(r.acc.xs), r.acc.interval(unit), bytesText(r.bytes))
-		if r.diff == nil {
-			fmt.Fprintf(b, " %s | | | |\n", r.problem)
-			continue
-		}
-		d := r.diff
-		fmt.Fprintf(b, " %+.2f [%+.2f, %+.2f] | %s | %s | %s |\n", d.diff, d.diff-d.half, d.diff+d.half, pText(d.p), pText(d.pEquiv), d.verdict())
+		b.WriteString(testCells(r.diff, r.problem) + "\n")
 	}
 	b.WriteString("\nThe same figures, unrounded, are in comparison.csv.\n\n")
 	for _, f := range figures {
@@ -366,6 +367,32 @@ func writeComparison(b *strings.Builder, spec *Spec, rows []comparisonRow, figur
 	if len(figures) > 0 {
 		b.WriteString("Each point is a group: its mean final accuracy with a bar over its 95% interval, against the bytes it sent per step (log scale), so that a pipeline's accuracy can be read against what it paid in traffic.\n\n")
 	}
+}
+
+// testCells writes a test's last cells of a report table: the difference with its
+// interval, the two p-values and the verdict; without a test, why there is none.
+func testCells(d *difference, problem string) string {
+	if d == nil {
+		return fmt.Sprintf(" %s | | | |", problem)
+	}
+	return fmt.Sprintf(" %+.2f [%+.2f, %+.2f] | %s | %s | %s |", d.diff, d.diff-d.half, d.diff+d.half, pText(d.p), pText(d.pEquiv), d.verdict())
+}
+
+// csvFields is a test's figures for a CSV row, unrounded: the difference, its interval's
+// ends, the two p-values and the verdict; all empty without a test.
+func (d *difference) csvFields() []string {
+	if d == nil {
+		return make([]string, 6)
+	}
+	return []string{csvNumber(d.diff), csvNumber(d.diff - d.half), csvNumber(d.diff + d.half), csvNumber(d.p), csvNumber(d.pEquiv), d.verdict()}
+}
+
+// csvNumber writes v unrounded, and NaN (no value) as an empty cell.
+func csvNumber(v float64) string {
+	if math.IsNaN(v) {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 // interval writes "mean [lo, hi]unit", or the lone value.
@@ -459,21 +486,13 @@ func comparisonCSV(rows []comparisonRow, margin float64) []byte {
 	var b strings.Builder
 	w := csv.NewWriter(&b)
 	w.Write([]string{"group", "reference", "seeds", "mean", "ci_low", "ci_high", "bytes_sent_per_step", "difference", "difference_low", "difference_high", "p", "p_equivalence", "margin", "verdict"})
-	num := func(v float64) string {
-		if math.IsNaN(v) {
-			return ""
-		}
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	}
 	for _, r := range rows {
-		rec := []string{r.group, r.reference, strconv.Itoa(len(r.acc.xs)), num(r.acc.mean), num(r.acc.mean - r.acc.half), num(r.acc.mean + r.acc.half), "", "", "", "", "", "", num(margin), r.problem}
+		rec := []string{r.group, r.reference, strconv.Itoa(len(r.acc.xs)), csvNumber(r.acc.mean), csvNumber(r.acc.mean - r.acc.half), csvNumber(r.acc.mean + r.acc.half), ""}
 		if r.bytes != nil {
-			rec[6] = num(*r.bytes)
+			rec[6] = csvNumber(*r.bytes)
 		}
-		if d := r.diff; d != nil {
-			copy(rec[7:12], []string{num(d.diff), num(d.diff - d.half), num(d.diff + d.half), num(d.p), num(d.pEquiv)})
-			rec[13] = d.verdict()
-		}
+		test := r.diff.csvFields()
+		rec = append(append(rec, test[:5]...), csvNumber(margin), cmp.Or(test[5], r.problem))
 		w.Write(rec)
 	}
 	w.Flush()

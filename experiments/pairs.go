@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"maps"
@@ -114,11 +115,7 @@ func pairTests(spec *Spec, groups []*group) []pairRow {
 				continue
 			}
 			row.against, row.b = groups[i].name, newSample(groups[i].values(figure))
-			margin := spec.Compare.Margin
-			if spec.Compare.Figure == figureThroughput {
-				margin *= row.b.mean / 100
-			}
-			if d, err := compareSamples(row.a, row.b, margin); err != nil {
+			if d, err := compareSamples(row.a, row.b, spec.Compare.marginAgainst(row.b)); err != nil {
 				row.problem = err.Error()
 			} else {
 				row.diff = &d
@@ -161,13 +158,7 @@ func writePairs(b *strings.Builder, spec *Spec, rows []pairRow, lm bool) {
 	fmt.Fprintf(b, "The tests between groups that this experiment names besides the reference: each group's %s against that of the group on its right, the same tests at the same margin (±%s). \"lower\" means the left group's is lower.\n\n", what, margin)
 	b.WriteString("| group | against | seeds | difference [95% CI] | p (Welch) | p (equivalence) | verdict |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(b, "| %s | %s | %d, %d |", r.group, r.against, len(r.a.xs), len(r.b.xs))
-		if r.diff == nil {
-			fmt.Fprintf(b, " %s | | | |\n", r.problem)
-			continue
-		}
-		d := r.diff
-		fmt.Fprintf(b, " %+.2f [%+.2f, %+.2f] | %s | %s | %s |\n", d.diff, d.diff-d.half, d.diff+d.half, pText(d.p), pText(d.pEquiv), d.verdict())
+		fmt.Fprintf(b, "| %s | %s | %d, %d |%s\n", r.group, r.against, len(r.a.xs), len(r.b.xs), testCells(r.diff, r.problem))
 	}
 	b.WriteString("\nThe same figures, unrounded, are in pairs.csv.\n\n")
 }
@@ -178,21 +169,10 @@ func pairsCSV(rows []pairRow, margin float64) []byte {
 	var b strings.Builder
 	w := csv.NewWriter(&b)
 	w.Write([]string{"pair", "group", "against", "seeds", "mean", "against_seeds", "against_mean", "difference", "difference_low", "difference_high", "p", "p_equivalence", "margin", "verdict"})
-	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	opt := func(v float64, ok bool) string {
-		if !ok {
-			return ""
-		}
-		return num(v)
-	}
 	for _, r := range rows {
-		rec := []string{r.group + " vs " + r.against, r.group, r.against, strconv.Itoa(len(r.a.xs)), opt(r.a.mean, len(r.a.xs) > 0),
-			strconv.Itoa(len(r.b.xs)), opt(r.b.mean, len(r.b.xs) > 0), "", "", "", "", "", num(margin), r.problem}
-		if d := r.diff; d != nil {
-			copy(rec[7:12], []string{num(d.diff), num(d.diff - d.half), num(d.diff + d.half), num(d.p), num(d.pEquiv)})
-			rec[13] = d.verdict()
-		}
-		w.Write(rec)
+		rec := []string{r.group + " vs " + r.against, r.group, r.against, strconv.Itoa(len(r.a.xs)), csvNumber(r.a.mean), strconv.Itoa(len(r.b.xs)), csvNumber(r.b.mean)}
+		test := r.diff.csvFields()
+		w.Write(append(append(rec, test[:5]...), csvNumber(margin), cmp.Or(test[5], r.problem)))
 	}
 	w.Flush()
 	return []byte(b.String())
