@@ -160,3 +160,46 @@ func TestPrepareStampsTheRevision(t *testing.T) {
 		t.Errorf("preparing over a foreign binary: %v, want a refusal", err)
 	}
 }
+
+// TestMissesReported: a validation that exits with status 1 after writing its report has
+// finished (its misses are in the report); one that exits so without a fresh report, exits
+// otherwise, or is not a step that reports misses, has failed.
+func TestMissesReported(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	tree := filepath.Join(dir, "tree")
+	script := filepath.Join(tree, "tools", "validate.sh")
+	if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := "#!/bin/sh\nmkdir -p results/v\n[ \"$1\" = write ] && echo '# report' > results/v/report.md\nexit $2\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := linkInto(tree, "results"); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name          string
+		reportsMisses bool
+		args          []string
+		finished      bool
+	}{
+		{"misses, report written", true, []string{"write", "1"}, true},
+		{"clean", true, []string{"write", "0"}, true},
+		{"status 1 with no fresh report", true, []string{"none", "1"}, false},
+		{"another status", true, []string{"write", "2"}, false},
+		{"a step that does not report misses", false, []string{"write", "1"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			os.Remove(filepath.Join("results", "v", "report.md"))
+			s := step{name: "v", out: "v", args: append([]string{"tools/validate.sh"}, c.args...), est: time.Minute, reportsMisses: c.reportsMisses}
+			st := &state{Steps: map[string]*stepState{}}
+			err := runStep(t.Context(), s, tree, "", "r1", st)
+			if got := err == nil && done(st, s, "r1"); got != c.finished {
+				t.Errorf("finished %v (err %v), want %v", got, err, c.finished)
+			}
+		})
+	}
+}
