@@ -38,7 +38,8 @@ marked with the expression that computes it from the committed files, for exampl
 
   <!-- fig %.2f: csv("results/convergence/comparison.csv", "GROUP", "mean") -->98.03<!-- /fig -->
 
-(csv(path, row, column), json(path, query) and series(path, key, from, to, column),
+(csv(path, row, column), json(path, query), series(path, key, from, to, column),
+cell(path, column, key, value, ...) and rows(path, key, value, ...),
 with arithmetic and expr's builtins such as mean and sum between them). This
 command recomputes every marked figure and writes it back; with --check it changes
 nothing and lists each figure that differs from its source, exiting with status 1.

@@ -15,6 +15,11 @@
 //     file, such as "throughput.samples_per_s" or "points.#(pipeline==\"dense\").samples_per_s".
 //     A query that selects an array of numbers, such as "steps.@values.#.seconds", gives a
 //     list, which expr's builtins reduce: sum(...), max(...), len(...).
+//   - cell(path, column, key, value, ...): the cell under column in the one row of a CSV file
+//     whose key columns hold the values given, for files whose first column names no row
+//     alone: cell("results/maps/m/gains.csv", "gain_over_best", "setting", "A").
+//   - rows(path, key, value, ...): how many rows of a CSV file hold the values given under
+//     the key columns: rows("results/maps/m/gains.csv", "setting", "", "verdict", "loses").
 //   - series(path, key, from, to, column): the numbers under column of a CSV file in the rows
 //     whose key column lies between from and to, both included, skipping rows where column
 //     is empty: mean(series("results/exdyna/cell/metrics.csv", "step", 2500, 2999,
@@ -150,6 +155,8 @@ func (s *Sources) value(format, src string) (string, error) {
 		"csv":    s.csv,
 		"json":   s.json,
 		"series": s.series,
+		"cell":   s.cell,
+		"rows":   s.rows,
 	}
 	prog, err := expr.Compile(src, expr.Env(env))
 	if err != nil {
@@ -222,6 +229,72 @@ func (s *Sources) csv(path, row, column string) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("%s has no row %q", path, row)
+}
+
+// cell returns the cell under column in the one row of the CSV file at path whose columns
+// named in keys (name, value, name, value, ...) hold those values.
+func (s *Sources) cell(path, column string, keys ...string) (any, error) {
+	records, matched, err := s.matching(path, keys)
+	if err != nil {
+		return nil, err
+	}
+	col := indexOf(records[0], column)
+	if col < 0 {
+		return nil, fmt.Errorf("%s has no column %q (it has %s)", path, column, strings.Join(records[0], ", "))
+	}
+	if len(matched) != 1 {
+		return nil, fmt.Errorf("%s has %d rows with %s, want one", path, len(matched), describeKeys(keys))
+	}
+	r := matched[0]
+	if col >= len(r) {
+		return nil, fmt.Errorf("%s, row with %s, has no field %d", path, describeKeys(keys), col+1)
+	}
+	if f, err := strconv.ParseFloat(r[col], 64); err == nil {
+		return f, nil
+	}
+	return r[col], nil
+}
+
+// rows returns how many rows of the CSV file at path hold, under the columns named in keys
+// (name, value, name, value, ...), those values.
+func (s *Sources) rows(path string, keys ...string) (float64, error) {
+	_, matched, err := s.matching(path, keys)
+	return float64(len(matched)), err
+}
+
+// matching returns the CSV file's records and those of its rows whose key columns hold the
+// values keys pairs with them.
+func (s *Sources) matching(path string, keys []string) (records, matched [][]string, err error) {
+	if len(keys) == 0 || len(keys)%2 != 0 {
+		return nil, nil, fmt.Errorf("%s: keys come in pairs of a column and a value, got %q", path, keys)
+	}
+	if records, err = s.readCSV(path); err != nil {
+		return nil, nil, err
+	}
+	cols := make([]int, len(keys)/2)
+	for i := range cols {
+		if cols[i] = indexOf(records[0], keys[2*i]); cols[i] < 0 {
+			return nil, nil, fmt.Errorf("%s has no column %q (it has %s)", path, keys[2*i], strings.Join(records[0], ", "))
+		}
+	}
+	for _, r := range records[1:] {
+		ok := true
+		for i, c := range cols {
+			ok = ok && c < len(r) && r[c] == keys[2*i+1]
+		}
+		if ok {
+			matched = append(matched, r)
+		}
+	}
+	return records, matched, nil
+}
+
+func describeKeys(keys []string) string {
+	var parts []string
+	for i := 0; i+1 < len(keys); i += 2 {
+		parts = append(parts, fmt.Sprintf("%s %q", keys[i], keys[i+1]))
+	}
+	return strings.Join(parts, " and ")
 }
 
 // series returns the numbers under column in the rows of the CSV file at path whose key

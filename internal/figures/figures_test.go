@@ -16,6 +16,7 @@ func fixture(t *testing.T, doc string) (*Sources, string) {
 		"results/exp/comparison.csv":    "group,mean,verdict\na,98.125,equivalent\nb,96.4,lower\n",
 		"results/exp/cell/summary.json": `{"throughput": {"samples_per_s": 860.4}, "points": [{"pipeline": "dense", "ms": 12.5}, {"pipeline": "ssfusion", "ms": 10}]}`,
 		"results/exp/bad.json":          `{"throughput": `,
+		"results/exp/gains.csv":         "model,setting,gain,verdict\nm,,0.5,wins\nm,,-0.25,loses\nm,,-0.5,loses\nm,A,0.125,within model error\nn,A,0.75,wins\n",
 		"results/exp/cell/metrics.csv":  "kind,step,density\ntrain,0,0.5\ntrain,1,0.25\neval,1,\ntrain,2,0.125\ntrain,3,x\n",
 		"docs/page.md":                  doc,
 	}
@@ -33,7 +34,9 @@ SSFusion ran at <!-- fig %.0f: json("results/exp/cell/summary.json", "throughput
 <!-- fig %.1f: json("results/exp/cell/summary.json", "points.#(pipeline==\"dense\").ms") / json("results/exp/cell/summary.json", "points.#(pipeline==\"ssfusion\").ms") -->1.2<!-- /fig -->x faster,
 a gap of <!-- fig %+.1f: csv("results/exp/comparison.csv", "b", "mean") - csv("results/exp/comparison.csv", "a", "mean") -->-1.7<!-- /fig --> points,
 <!-- fig %.1f: sum(json("results/exp/cell/summary.json", "points.#.ms")) -->22.5<!-- /fig --> ms in all,
-a density of <!-- fig %.4f: mean(series("results/exp/cell/metrics.csv", "step", 1, 2, "density")) -->0.1875<!-- /fig --> over steps 1 and 2.
+a density of <!-- fig %.4f: mean(series("results/exp/cell/metrics.csv", "step", 1, 2, "density")) -->0.1875<!-- /fig --> over steps 1 and 2,
+losses at <!-- fig %.0f: rows("results/exp/gains.csv", "setting", "", "verdict", "loses") -->2<!-- /fig --> points,
+at A <!-- fig %+.3f: cell("results/exp/gains.csv", "gain", "model", "m", "setting", "A") -->+0.125<!-- /fig --> (<!-- fig %s: cell("results/exp/gains.csv", "verdict", "model", "n", "setting", "A") -->wins<!-- /fig --> on n).
 `
 
 // TestCheckAndUpdate: figures that match their sources pass; an edited figure is found, with
@@ -88,6 +91,11 @@ func TestFailingExpressions(t *testing.T) {
 		{"a series of text", `mean(series("results/exp/cell/metrics.csv", "step", 0, 3, "density"))`, `line 6: density is "x"`},
 		{"a series' missing column", `mean(series("results/exp/cell/metrics.csv", "epoch", 0, 3, "density"))`, `no column "epoch"`},
 		{"a list of text", `len(json("results/exp/cell/summary.json", "points.#.pipeline"))`, `element 0 is "dense", not a number`},
+		{"an ambiguous cell", `cell("results/exp/gains.csv", "gain", "setting", "A")`, `2 rows with setting "A", want one`},
+		{"no such cell", `cell("results/exp/gains.csv", "gain", "setting", "B")`, `0 rows with setting "B"`},
+		{"a cell's missing column", `cell("results/exp/gains.csv", "loss", "setting", "A", "model", "m")`, `no column "loss"`},
+		{"a key's missing column", `rows("results/exp/gains.csv", "network", "x")`, `no column "network"`},
+		{"keys not in pairs", `rows("results/exp/gains.csv", "setting")`, "keys come in pairs"},
 		{"not an expression", `csv(`, "unexpected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
