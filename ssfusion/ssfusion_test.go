@@ -542,3 +542,35 @@ func TestMatchesTopKReference(t *testing.T) {
 		}
 	}
 }
+
+// TestThresholdZeroIsPerTensor: with no tensor kept dense SSFusion selects every tensor on
+// its own, as per-tensor sparsification does, so it must give per-tensor's gradients bit
+// for bit in every variant, with error feedback and DGC's momentum correction and warm-up
+// alike (docs/training.md says it trains so).
+func TestThresholdZeroIsPerTensor(t *testing.T) {
+	sizes := []int{4000, 16, 3000, 9, 5000, 640}
+	grads := pipelinetest.Normal(sizes, []float32{1, 10, 0.1, 1, 1, 3})
+	const world, steps, fusion = 3, 5, 4 * 5000
+	for name, cc := range map[string]compress.Config{
+		"plain": {Density: 0.01, Selector: "topk"},
+		"dgc":   {Density: 0.01, Selector: "topk", Momentum: 0.9, WarmupSteps: 3},
+	} {
+		want, err := pipelinetest.Run(world, sizes, nil, steps, grads, func(c dist.Communicator, ts []pipeline.Tensor) (pipeline.Pipeline, error) {
+			return baselines.NewPerTensor(c, ts, fusion, cc)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range variants {
+			cfg := config(cc.Density, 0, v.offload, v.interleave)
+			cfg.Config = cc
+			got, err := pipelinetest.Run(world, sizes, nil, steps, grads, factory(fusion, cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pipelinetest.CheckSame(got, want); err != nil {
+				t.Errorf("%s, %s: differs from per-tensor at %v", name, v.name, err)
+			}
+		}
+	}
+}
