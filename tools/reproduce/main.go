@@ -93,7 +93,7 @@ func steps() []step {
 		simulation("simulate-headline-gpu", 20*time.Minute, append(append(slices.Clone(papersSetting), "--selection", "gpu"), headlinePipelines...)...),
 		simulation("simulate-papers-cpu", 15*time.Minute, append(slices.Clone(papersScale), "--selection", "cpu")...),
 		simulation("simulate-papers-gpu", 15*time.Minute, append(slices.Clone(papersScale), "--selection", "gpu")...),
-		{name: "validation-wide", out: "validation-wide", est: 90 * time.Minute, reportsMisses: true,
+		{name: "validation-wide", out: "validation-wide", est: 20 * time.Minute, reportsMisses: true,
 			args: []string{"simulate", "--validate-only", "--validation", "experiments/validation-wide.yaml", "--out", "results/validation-wide"}},
 		{name: "maps", out: "maps", args: []string{"tools/maps/run.sh"}, est: 100 * time.Minute},
 	}
