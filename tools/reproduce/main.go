@@ -47,7 +47,8 @@ type step struct {
 	est  time.Duration // the cost on the development machine, before any run here measured it
 	// reportsMisses: the command exits with status 1, after writing its report, when a
 	// prediction misses its tolerance. The misses are a finding the report states, so such
-	// an exit finishes the step as long as the report was written by this run.
+	// an exit finishes the step when the run wrote its report (any earlier one is removed
+	// before it starts).
 	reportsMisses bool
 }
 
@@ -363,11 +364,18 @@ func runStep(ctx context.Context, s step, tree, bin, rev string, st *state) erro
 	if err := st.save(); err != nil {
 		return err
 	}
+	if s.reportsMisses {
+		// A report left from before cannot pass for this run's: file times are too coarse
+		// to tell them apart.
+		if err := os.Remove(s.report()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
 	began := time.Now()
 	err := s.cmd(ctx, tree, bin).Run()
 	ss.Seconds += time.Since(began).Seconds()
-	if s.missesReported(err, began) {
-		fmt.Printf("%s: some predictions miss their tolerance; %s says which\n", s.name, filepath.Join("results", s.out, "report.md"))
+	if s.missesReported(err) {
+		fmt.Printf("%s: some predictions miss their tolerance; %s says which\n", s.name, s.report())
 		err = nil
 	}
 	if err == nil {
@@ -380,15 +388,17 @@ func runStep(ctx context.Context, s step, tree, bin, rev string, st *state) erro
 }
 
 // missesReported reports whether err, the step's command's end, is a step that reports
-// misses exiting with status 1 after it wrote its report (at or after began).
-func (s step) missesReported(err error, began time.Time) bool {
+// misses exiting with status 1 after it wrote its report.
+func (s step) missesReported(err error) bool {
 	var exit *exec.ExitError
 	if !s.reportsMisses || !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		return false
 	}
-	info, serr := os.Stat(filepath.Join("results", s.out, "report.md"))
-	return serr == nil && !info.ModTime().Before(began)
+	_, serr := os.Stat(s.report())
+	return serr == nil
 }
+
+func (s step) report() string { return filepath.Join("results", s.out, "report.md") }
 
 // moveAside moves the step's folder to results/.previous/ when it holds results that this
 // revision did not make; nothing when there is no folder.

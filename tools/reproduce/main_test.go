@@ -193,9 +193,15 @@ func TestMissesReported(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			os.Remove(filepath.Join("results", "v", "report.md"))
+			// A report an earlier run left behind must not pass for this run's.
+			if err := os.MkdirAll(filepath.Join("results", "v"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join("results", "v", "report.md"), []byte("# old\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			s := step{name: "v", out: "v", args: append([]string{"tools/validate.sh"}, c.args...), est: time.Minute, reportsMisses: c.reportsMisses}
-			st := &state{Steps: map[string]*stepState{}}
+			st := &state{Steps: map[string]*stepState{"v": {Revision: "r1"}}} // a rerun: nothing is moved aside
 			err := runStep(t.Context(), s, tree, "", "r1", st)
 			if got := err == nil && done(st, s, "r1"); got != c.finished {
 				t.Errorf("finished %v (err %v), want %v", got, err, c.finished)
