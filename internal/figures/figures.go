@@ -37,6 +37,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -213,19 +214,16 @@ func (s *Sources) csv(path, row, column string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	col := indexOf(records[0], column)
-	if col < 0 {
-		return nil, fmt.Errorf("%s has no column %q (it has %s)", path, column, strings.Join(records[0], ", "))
+	col, err := columnOf(path, records[0], column)
+	if err != nil {
+		return nil, err
 	}
 	for _, r := range records[1:] {
 		if len(r) > 0 && r[0] == row {
 			if col >= len(r) {
 				return nil, fmt.Errorf("%s, row %q, has no field %d", path, row, col+1)
 			}
-			if f, err := strconv.ParseFloat(r[col], 64); err == nil {
-				return f, nil
-			}
-			return r[col], nil
+			return cellValue(r[col]), nil
 		}
 	}
 	return nil, fmt.Errorf("%s has no row %q", path, row)
@@ -238,9 +236,9 @@ func (s *Sources) cell(path, column string, keys ...string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	col := indexOf(records[0], column)
-	if col < 0 {
-		return nil, fmt.Errorf("%s has no column %q (it has %s)", path, column, strings.Join(records[0], ", "))
+	col, err := columnOf(path, records[0], column)
+	if err != nil {
+		return nil, err
 	}
 	if len(matched) != 1 {
 		return nil, fmt.Errorf("%s has %d rows with %s, want one", path, len(matched), describeKeys(keys))
@@ -249,10 +247,7 @@ func (s *Sources) cell(path, column string, keys ...string) (any, error) {
 	if col >= len(r) {
 		return nil, fmt.Errorf("%s, row with %s, has no field %d", path, describeKeys(keys), col+1)
 	}
-	if f, err := strconv.ParseFloat(r[col], 64); err == nil {
-		return f, nil
-	}
-	return r[col], nil
+	return cellValue(r[col]), nil
 }
 
 // rows returns how many rows of the CSV file at path hold, under the columns named in keys
@@ -273,8 +268,8 @@ func (s *Sources) matching(path string, keys []string) (records, matched [][]str
 	}
 	cols := make([]int, len(keys)/2)
 	for i := range cols {
-		if cols[i] = indexOf(records[0], keys[2*i]); cols[i] < 0 {
-			return nil, nil, fmt.Errorf("%s has no column %q (it has %s)", path, keys[2*i], strings.Join(records[0], ", "))
+		if cols[i], err = columnOf(path, records[0], keys[2*i]); err != nil {
+			return nil, nil, err
 		}
 	}
 	for _, r := range records[1:] {
@@ -314,11 +309,13 @@ func (s *Sources) series(path, key string, fromBound, toBound any, column string
 	if err != nil {
 		return nil, err
 	}
-	k, c := indexOf(records[0], key), indexOf(records[0], column)
-	for _, name := range []string{key, column} {
-		if indexOf(records[0], name) < 0 {
-			return nil, fmt.Errorf("%s has no column %q (it has %s)", path, name, strings.Join(records[0], ", "))
-		}
+	k, err := columnOf(path, records[0], key)
+	if err != nil {
+		return nil, err
+	}
+	c, err := columnOf(path, records[0], column)
+	if err != nil {
+		return nil, err
 	}
 	var list []any
 	for n, r := range records[1:] {
@@ -352,13 +349,22 @@ func number(v any) (float64, error) {
 	return 0, fmt.Errorf("%v is not a number", v)
 }
 
-func indexOf(header []string, name string) int {
-	for i, h := range header {
-		if h == name {
-			return i
-		}
+// columnOf is the index of the column name in a CSV file's header, or an error naming the
+// columns the file has.
+func columnOf(path string, header []string, name string) (int, error) {
+	if i := slices.Index(header, name); i >= 0 {
+		return i, nil
 	}
-	return -1
+	return -1, fmt.Errorf("%s has no column %q (it has %s)", path, name, strings.Join(header, ", "))
+}
+
+// cellValue is a CSV cell as an expression sees it: a number when it reads as one, else
+// the text.
+func cellValue(field string) any {
+	if f, err := strconv.ParseFloat(field, 64); err == nil {
+		return f
+	}
+	return field
 }
 
 func (s *Sources) readCSV(path string) ([][]string, error) {
